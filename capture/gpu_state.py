@@ -1,0 +1,116 @@
+"""What the GPU was doing: ``nvidia-smi`` snapshots and NVML clock sampling during a run.
+
+An idle H200 sits at a 345 MHz SM clock and a short benchmark can run while clocks ramp, so
+the harness samples SM and memory clocks, utilization and power every few milliseconds while
+it measures. Without NVML (``nvidia-ml-py``) the samples are empty and say why.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+SMI_FIELDS = (
+    "name",
+    "driver_version",
+    "pstate",
+    "clocks.sm",
+    "clocks.mem",
+    "clocks.max.sm",
+    "utilization.gpu",
+    "utilization.memory",
+    "power.draw",
+    "temperature.gpu",
+    "memory.used",
+)
+
+
+def smi_snapshot(index: int = 0) -> dict[str, str]:
+    """One ``nvidia-smi --query-gpu`` reading of GPU ``index`` (empty dict when unavailable)."""
+    cmd = ["nvidia-smi", f"--id={index}", f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"error": str(exc)}
+    if out.returncode != 0:
+        return {"error": out.stderr.strip() or f"nvidia-smi exited {out.returncode}"}
+    values = [v.strip() for v in out.stdout.strip().splitlines()[0].split(",")]
+    return dict(zip(SMI_FIELDS, values))
+
+
+class ClockSampler:
+    """Samples the GPU (by CUDA device UUID) on a background thread, tagging each sample with
+    the current phase. ``samples()`` returns columns: t_s, phase, sm_mhz, mem_mhz, util_gpu,
+    util_mem, power_w, temp_c."""
+
+    COLUMNS = ("t_s", "phase", "sm_mhz", "mem_mhz", "util_gpu", "util_mem", "power_w", "temp_c")
+
+    def __init__(self, uuid: object, interval_s: float = 0.005):
+        self.interval_s = interval_s
+        self._rows: list[tuple] = []
+        self._phase = "idle"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error = ""
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            self._handle = self._find(pynvml, str(uuid))
+        except Exception as exc:  # no NVML: the run goes on without samples
+            self._nvml = None
+            self.error = f"NVML unavailable: {type(exc).__name__}: {exc}"
+
+    @staticmethod
+    def _find(nvml, uuid: str):
+        for i in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            found = nvml.nvmlDeviceGetUUID(handle)
+            found = found.decode() if isinstance(found, bytes) else found
+            if found.removeprefix("GPU-") == uuid.removeprefix("GPU-"):
+                return handle
+        return nvml.nvmlDeviceGetHandleByIndex(0)
+
+    def phase(self, name: str) -> None:
+        self._phase = name
+
+    def _sample(self, t0: float) -> None:
+        nv, h = self._nvml, self._handle
+        util = nv.nvmlDeviceGetUtilizationRates(h)
+        self._rows.append((
+            round(time.perf_counter() - t0, 6),
+            self._phase,
+            nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
+            nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
+            util.gpu,
+            util.memory,
+            nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
+            nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
+        ))
+
+    def _loop(self) -> None:
+        t0 = time.perf_counter()
+        while not self._stop.is_set():
+            try:
+                self._sample(t0)
+            except Exception as exc:
+                self.error = f"NVML sampling stopped: {type(exc).__name__}: {exc}"
+                return
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> None:
+        if self._nvml is not None:
+            self._thread = threading.Thread(target=self._loop, name="clock-sampler", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def samples(self) -> dict[str, list]:
+        cols = {c: [row[i] for row in self._rows] for i, c in enumerate(self.COLUMNS)}
+        cols["error"] = self.error
+        return cols

@@ -1,0 +1,149 @@
+"""Our LayerNorm kernels (``layernorm.cu``): launch plans, NVRTC compilation through CuPy, launchers.
+
+``launch_config`` is pure Python, so the census can compile exactly what a sweep launches
+without a GPU. ``make`` (the registry factory) imports CuPy and torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+
+from .registry import HELD_MAX_N, Problem, UnsupportedShape
+
+SOURCE = Path(__file__).with_name("layernorm.cu")
+NVRTC_OPTIONS = ("--std=c++17",)
+SM_COUNT_DEFAULT = 132  # H200; the launcher asks the device
+
+
+@dataclass(frozen=True)
+class Held:
+    """One instantiation of ``ln_held``: TPR threads per row, SLOTS vectors of VEC floats per
+    thread, RPB rows per block, a cache policy and a minimum-blocks launch bound."""
+
+    tpr: int
+    slots: int
+    vec: int
+    rpb: int = 1
+    cache: int = 0
+    minb: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"ln_held<{self.tpr},{self.slots},{self.vec},{self.rpb},{self.cache},{self.minb}>"
+
+    @property
+    def threads(self) -> int:
+        return self.tpr * self.rpb
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str  # the NVRTC name expression
+    grid: int
+    block: int
+
+
+# (widest row, threads per row, rows per block) for the register-held path, chosen from the
+# do_bench exploration on the H200 (reports/exploration.md): rows up to 1024 floats go one warp
+# per row, four rows to a block; wider rows take more threads so that each holds at most four
+# float4 slots (registers stay near 64, leaving room for resident warps).
+HELD_PLAN_VEC4 = ((1024, 32, 4), (2048, 128, 1), (4096, 256, 1), (8192, 512, 1), (HELD_MAX_N, 1024, 1))
+HELD_PLAN_VEC1 = ((1024, 128, 1), (2048, 256, 1), (4096, 512, 1), (HELD_MAX_N, 1024, 1))
+
+
+def held_for(n: int, vec: int, tpr: int | None = None) -> Held:
+    """The register-held instantiation for rows of ``n`` floats read ``vec`` at a time; ``tpr``
+    forces the threads per row (one row per block)."""
+    if n > HELD_MAX_N:
+        raise UnsupportedShape(None, f"the register-held kernels cover rows up to N = {HELD_MAX_N}, got N = {n}")
+    if tpr is None:
+        _, tpr, rpb = next(row for row in (HELD_PLAN_VEC4 if vec == 4 else HELD_PLAN_VEC1) if n <= row[0])
+    else:
+        rpb = 1
+    return Held(tpr, math.ceil(n / vec / tpr), vec, rpb)
+
+
+def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM_COUNT_DEFAULT) -> Launch:
+    """Kernel, grid and block for ``variant`` at shape ``m x n``. ``vec`` is 4 when rows are
+    16-byte aligned and N % 4 == 0, else 1."""
+    if variant == "block_tree":
+        return Launch("ln_block_tree", m, 256)
+    if variant in ("warp_row", "warp_pair"):
+        warps = 1 if variant == "warp_row" else 2
+        rows = 128 // (32 * warps)
+        return Launch(f"ln_warps<{warps},{vec}>", math.ceil(m / rows), 128)
+    if variant == "ours" and n > HELD_MAX_N:
+        return launch_config("block_tree", m, n, vec, sm_count)
+    held = held_for(n, vec, tpr=128 if variant == "row_held" else None)
+    if variant == "ours_nc":
+        held = replace(held, cache=1)
+    elif variant == "ours_cs":
+        held = replace(held, cache=2)
+    elif variant == "ours_2rows" and held.threads <= 512:
+        held = replace(held, rpb=2 * held.rpb)
+    elif variant == "ours_regcap":
+        held = replace(held, minb=max(1, 2048 // held.threads))
+    grid = math.ceil(m / held.rpb)
+    if variant == "ours_gridstride":
+        grid = min(grid, 8 * sm_count)
+    return Launch(held.name, grid, held.threads)
+
+
+def vec_width(problem: Problem) -> int:
+    """4 when every row of x and y starts on a 16-byte boundary and N % 4 == 0, else 1."""
+    m, n = problem.shape
+    tensors = (problem.x, problem.y, problem.gamma, problem.beta)
+    aligned = all(t.data_ptr() % 16 == 0 for t in tensors)
+    strides_ok = problem.x.stride(0) % 4 == 0 and problem.y.stride(0) % 4 == 0
+    return 4 if (n % 4 == 0 and aligned and strides_ok) else 1
+
+
+@cache
+def _module(names: tuple[str, ...]):
+    import cupy as cp
+
+    return cp.RawModule(code=SOURCE.read_text(), options=NVRTC_OPTIONS, name_expressions=list(names))
+
+
+def compile_kernels(names: list[str]) -> dict[str, object]:
+    """Compile ``layernorm.cu`` once for all ``names`` and return their CuPy kernels."""
+    module = _module(tuple(sorted(set(names))))
+    return {name: module.get_function(name) for name in names}
+
+
+def launcher(problem: Problem, plan: Launch):
+    """A no-argument launcher of ``plan`` on ``problem``'s buffers (arguments converted once)."""
+    import cupy as cp
+    import numpy as np
+
+    m, n = problem.shape
+    kernel = compile_kernels([plan.kernel])[plan.kernel]
+    args = (
+        cp.from_dlpack(problem.x),
+        cp.from_dlpack(problem.y),
+        cp.from_dlpack(problem.gamma),
+        cp.from_dlpack(problem.beta),
+        np.int32(m),
+        np.int32(n),
+        np.int64(problem.x.stride(0)),
+        np.int64(problem.y.stride(0)),
+        np.float32(problem.eps),
+    )
+    grid, block = (plan.grid,), (plan.block,)
+
+    def launch() -> None:
+        kernel(grid, block, args)
+
+    return launch
+
+
+def make(problem: Problem, variant: str):
+    """Registry factory: the launcher of ``variant`` planned for ``problem``'s shape and alignment."""
+    import torch
+
+    m, n = problem.shape
+    sms = torch.cuda.get_device_properties(problem.x.device).multi_processor_count
+    return launcher(problem, launch_config(variant, m, n, vec_width(problem), sms))

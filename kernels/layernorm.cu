@@ -1,0 +1,264 @@
+// LayerNorm forward, fp32, over the last dimension of a row-major M x N tensor.
+//   y[r, :] = (x[r, :] - mean_r) * rstd_r * gamma + beta,   rstd_r = 1 / sqrt(var_r + eps)
+// Rows may be strided (sx, sy in elements). Compiled at run time by NVRTC (through CuPy) for
+// the GPU in use; kernels/ours.py instantiates the templates by name.
+//
+// The kernels follow the lineage of the LayerNorm gap investigation:
+//   ln_block_tree  one block per row, shared-memory tree reduction, three scalar passes
+//   ln_warp_row    one warp per row, shuffles, three passes (float4 when rows allow it)
+//   ln_warp_pair   two warps per row, one shared exchange per reduction, three passes
+//   ln_held        a group of TPR threads per row holding the row in registers (SLOTS vectors of
+//                  VEC floats each, the last slot masked): one read of x, warp shuffles, one
+//                  barrier to combine the warps' (mean, M2) pairs, an approximate rsqrt.
+
+#define FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+  return v;
+}
+
+// Cache policy for the read of x and the write of y:
+//   0: default,  1: read-only non-coherent loads (ld.global.nc),
+//   2: streaming (ld.global.cs / st.global.cs, evict-first: x and y are touched once).
+template <int CACHE>
+__device__ __forceinline__ float4 load4(const float* p) {
+  if (CACHE == 1) return __ldg(reinterpret_cast<const float4*>(p));
+  if (CACHE == 2) return __ldcs(reinterpret_cast<const float4*>(p));
+  return *reinterpret_cast<const float4*>(p);
+}
+template <int CACHE>
+__device__ __forceinline__ float load1(const float* p) {
+  if (CACHE == 1) return __ldg(p);
+  if (CACHE == 2) return __ldcs(p);
+  return *p;
+}
+template <int CACHE>
+__device__ __forceinline__ void store4(float* p, float4 v) {
+  if (CACHE == 2) __stcs(reinterpret_cast<float4*>(p), v);
+  else *reinterpret_cast<float4*>(p) = v;
+}
+template <int CACHE>
+__device__ __forceinline__ void store1(float* p, float v) {
+  if (CACHE == 2) __stcs(p, v);
+  else *p = v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step 1: one block of 256 threads per row, tree reduction in shared memory, three passes.
+extern "C" __global__ void __launch_bounds__(256) ln_block_tree(
+    const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ gamma,
+    const float* __restrict__ beta, int M, int N, long long sx, long long sy, float eps) {
+  __shared__ float red[256];
+  const int t = threadIdx.x;
+  const float* xr = x + blockIdx.x * sx;
+  float* yr = y + blockIdx.x * sy;
+
+  float s = 0.f;
+  for (int i = t; i < N; i += 256) s += xr[i];
+  red[t] = s;
+  __syncthreads();
+  for (int k = 128; k > 0; k >>= 1) {
+    if (t < k) red[t] += red[t + k];
+    __syncthreads();
+  }
+  const float mean = red[0] / N;
+  __syncthreads();
+
+  float q = 0.f;
+  for (int i = t; i < N; i += 256) {
+    const float d = xr[i] - mean;
+    q += d * d;
+  }
+  red[t] = q;
+  __syncthreads();
+  for (int k = 128; k > 0; k >>= 1) {
+    if (t < k) red[t] += red[t + k];
+    __syncthreads();
+  }
+  const float rstd = 1.f / sqrtf(red[0] / N + eps);
+
+  for (int i = t; i < N; i += 256) yr[i] = (xr[i] - mean) * rstd * gamma[i] + beta[i];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Steps 2 and 3: WARPS warps per row (1: warp_row, 2: warp_pair), three passes over the row.
+// VEC = 4 needs N % 4 == 0 and 16-byte aligned rows; VEC = 1 takes any row.
+template <int WARPS, int VEC>
+__global__ void __launch_bounds__(128) ln_warps(
+    const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ gamma,
+    const float* __restrict__ beta, int M, int N, long long sx, long long sy, float eps) {
+  constexpr int ROWS = 128 / (32 * WARPS);
+  constexpr int STEP = 32 * WARPS * VEC;
+  __shared__ float part[ROWS][WARPS];
+  const int sub = threadIdx.x / (32 * WARPS);
+  const int t = threadIdx.x % (32 * WARPS);
+  const int lane = threadIdx.x & 31, w = t >> 5;
+  const long long row = (long long)blockIdx.x * ROWS + sub;
+  const bool active = row < M;
+  const float* xr = x + (active ? row : 0) * sx;
+  float* yr = y + (active ? row : 0) * sy;
+
+  float s = 0.f;
+  if (active)
+    for (int i = t * VEC; i < N; i += STEP) {
+      if (VEC == 4) {
+        const float4 v = load4<0>(xr + i);
+        s += (v.x + v.y) + (v.z + v.w);
+      } else {
+        s += xr[i];
+      }
+    }
+  s = warp_sum(s);
+  if (WARPS > 1) {
+    if (lane == 0) part[sub][w] = s;
+    __syncthreads();
+    s = 0.f;
+#pragma unroll
+    for (int k = 0; k < WARPS; ++k) s += part[sub][k];
+    __syncthreads();
+  }
+  const float mean = s / N;
+
+  float q = 0.f;
+  if (active)
+    for (int i = t * VEC; i < N; i += STEP) {
+      if (VEC == 4) {
+        const float4 v = load4<0>(xr + i);
+        const float a = v.x - mean, b = v.y - mean, c = v.z - mean, d = v.w - mean;
+        q += (a * a + b * b) + (c * c + d * d);
+      } else {
+        const float a = xr[i] - mean;
+        q += a * a;
+      }
+    }
+  q = warp_sum(q);
+  if (WARPS > 1) {
+    if (lane == 0) part[sub][w] = q;
+    __syncthreads();
+    q = 0.f;
+#pragma unroll
+    for (int k = 0; k < WARPS; ++k) q += part[sub][k];
+  }
+  const float rstd = rsqrtf(q / N + eps);
+
+  if (active)
+    for (int i = t * VEC; i < N; i += STEP) {
+      if (VEC == 4) {
+        const float4 v = load4<0>(xr + i);
+        const float4 g = load4<0>(gamma + i), b = load4<0>(beta + i);
+        float4 o;
+        o.x = (v.x - mean) * rstd * g.x + b.x;
+        o.y = (v.y - mean) * rstd * g.y + b.y;
+        o.z = (v.z - mean) * rstd * g.z + b.z;
+        o.w = (v.w - mean) * rstd * g.w + b.w;
+        store4<0>(yr + i, o);
+      } else {
+        yr[i] = (xr[i] - mean) * rstd * gamma[i] + beta[i];
+      }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step 4 and the wide-row path: the row held in registers, one pass over x.
+//   TPR threads per row (a multiple of 32), RPB rows per block, SLOTS vectors of VEC floats per
+//   thread (thread t's slot k holds columns (k * TPR + t) * VEC ...). Covers N <= TPR*SLOTS*VEC.
+//   Each warp reduces its own slice exactly (sum, then the squared deviations from its mean);
+//   the warps' (sum, M2, count) are merged with Chan's formula after the only barrier.
+//   The grid may be smaller than M / RPB: blocks then stride over row groups (grid-stride).
+//   MINB > 0 passes a minimum blocks-per-SM to __launch_bounds__, which caps registers.
+template <int TPR, int SLOTS, int VEC, int RPB, int CACHE, int MINB>
+__global__ void __launch_bounds__(TPR * RPB, MINB) ln_held(
+    const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ gamma,
+    const float* __restrict__ beta, int M, int N, long long sx, long long sy, float eps) {
+  constexpr int WARPS = TPR / 32;
+  __shared__ float3 part[RPB][WARPS > 1 ? WARPS : 1];  // per warp: sum, M2, count
+  const int sub = threadIdx.x / TPR;
+  const int t = threadIdx.x % TPR;
+  const int lane = threadIdx.x & 31, w = t >> 5;
+
+  // Elements this warp covers (the same in every row): its lanes' slots, clipped to N.
+  int wn = 0;
+#pragma unroll
+  for (int k = 0; k < SLOTS; ++k) wn += min(max(N - (k * TPR + w * 32) * VEC, 0), 32 * VEC);
+
+  for (long long base = (long long)blockIdx.x * RPB; base < M; base += (long long)gridDim.x * RPB) {
+    const long long row = base + sub;
+    const bool active = row < M;
+    const float* xr = x + (active ? row : 0) * sx;
+    float* yr = y + (active ? row : 0) * sy;
+
+    float v[SLOTS][VEC];
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < SLOTS; ++k) {
+      const int col = (k * TPR + t) * VEC;
+      if (active && col < N) {
+        if (VEC == 4) {
+          const float4 q = load4<CACHE>(xr + col);
+          v[k][0] = q.x; v[k][1 % VEC] = q.y; v[k][2 % VEC] = q.z; v[k][3 % VEC] = q.w;
+        } else {
+          v[k][0] = load1<CACHE>(xr + col);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v[k][j] = 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) s += v[k][j];
+    }
+    const float wsum = warp_sum(s);
+    const float wmean = wn > 0 ? wsum / wn : 0.f;
+    float q = 0.f;
+#pragma unroll
+    for (int k = 0; k < SLOTS; ++k) {
+      const bool in = (k * TPR + t) * VEC < N;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float d = in ? v[k][j] - wmean : 0.f;
+        q += d * d;
+      }
+    }
+    const float wm2 = warp_sum(q);
+
+    float mean = wmean, m2 = wm2;
+    if (WARPS > 1) {
+      if (lane == 0) part[sub][w] = make_float3(wsum, wm2, (float)wn);
+      __syncthreads();
+      float total = 0.f;
+#pragma unroll
+      for (int k = 0; k < WARPS; ++k) total += part[sub][k].x;
+      mean = total / N;
+      m2 = 0.f;
+#pragma unroll
+      for (int k = 0; k < WARPS; ++k) {
+        const float3 p = part[sub][k];
+        if (p.z > 0.f) {
+          const float d = p.x / p.z - mean;
+          m2 += p.y + p.z * d * d;
+        }
+      }
+      if (base + (long long)gridDim.x * RPB < M) __syncthreads();  // part[] is reused next round
+    }
+    const float rstd = rsqrtf(m2 / N + eps);
+
+#pragma unroll
+    for (int k = 0; k < SLOTS; ++k) {
+      const int col = (k * TPR + t) * VEC;
+      if (active && col < N) {
+        if (VEC == 4) {
+          const float4 g = load4<0>(gamma + col), b = load4<0>(beta + col);
+          float4 o;
+          o.x = (v[k][0] - mean) * rstd * g.x + b.x;
+          o.y = (v[k][1 % VEC] - mean) * rstd * g.y + b.y;
+          o.z = (v[k][2 % VEC] - mean) * rstd * g.z + b.z;
+          o.w = (v[k][3 % VEC] - mean) * rstd * g.w + b.w;
+          store4<CACHE>(yr + col, o);
+        } else {
+          store1<CACHE>(yr + col, (v[k][0] - mean) * rstd * gamma[col] + beta[col]);
+        }
+      }
+    }
+  }
+}

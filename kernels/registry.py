@@ -1,0 +1,142 @@
+"""The registry of LayerNorm forward implementations: ours and the controls.
+
+Importable with the standard library alone (CI has no GPU stack): each entry names the module
+and factory that builds its launcher, and the GPU libraries are imported only by ``setup``.
+
+Every implementation computes, for a row-major fp32 M x N tensor ``x`` (rows possibly strided),
+``y = (x - mean) / sqrt(var + eps) * gamma + beta`` over the last dimension, into a
+preallocated ``y``. ``setup(problem)`` allocates and converts everything up front and returns
+a launch callable that takes no arguments: the timed call allocates no device memory. The
+launch returns the output tensor when it makes a new one (torch), else None (it wrote ``y``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nsys_tools.errors import UsageError
+
+FP32 = 4
+HELD_MAX_N = 16384  # the register-held kernels keep at most 8 float4 slots x 512 threads
+
+
+class UnsupportedShape(UsageError):
+    """This implementation cannot run this shape (the message says which limit)."""
+
+
+def layernorm_bytes(m: int, n: int) -> int:
+    """The fewest bytes a LayerNorm forward moves: read x, write y, read gamma and beta."""
+    return (2 * m * n + 2 * n) * FP32
+
+
+def copy_bytes(m: int, n: int) -> int:
+    """A device-to-device copy of x into y: read x, write y."""
+    return 2 * m * n * FP32
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    """``"4096x768"`` -> ``(4096, 768)``; anything else is a usage error."""
+    parts = text.lower().replace("×", "x").split("x")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) or min(int(p) for p in parts) < 1:
+        raise UsageError(None, f"unknown shape {text!r}", "write shapes as MxN with positive integers, e.g. 4096x768")
+    return int(parts[0]), int(parts[1])
+
+
+def format_shape(m: int, n: int) -> str:
+    return f"{m}x{n}"
+
+
+@dataclass
+class Problem:
+    """One set of device buffers for one shape: ``x`` (rows may be strided), ``y``, ``gamma``,
+    ``beta`` as torch tensors, and ``eps``."""
+
+    x: Any
+    y: Any
+    gamma: Any
+    beta: Any
+    eps: float = 1e-5
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.x.shape)
+
+
+@dataclass(frozen=True)
+class Impl:
+    name: str
+    family: str  # "ours" or "control"
+    summary: str
+    factory: str  # "module:function"; function(problem) -> launch()
+    max_n: int | None = None  # widest row supported
+    strided: bool = True  # accepts rows with a stride larger than N
+    moves: Callable[[int, int], int] = layernorm_bytes
+    computes: str = "layernorm"  # what the output is checked against: "layernorm" or "copy"
+    options: dict[str, Any] = field(default_factory=dict)  # passed to the factory
+
+    def check(self, m: int, n: int) -> None:
+        """Raise ``UnsupportedShape`` for a shape this implementation cannot run."""
+        if m < 1 or n < 1:
+            raise UnsupportedShape(None, f"{self.name} needs a non-empty tensor, got {m}x{n}")
+        if self.max_n is not None and n > self.max_n:
+            raise UnsupportedShape(
+                None, f"{self.name} supports rows up to N = {self.max_n}; got N = {n} ({format_shape(m, n)})", "use ours or torch"
+            )
+
+    def setup(self, problem: Problem) -> Callable[[], None]:
+        m, n = problem.shape
+        self.check(m, n)
+        if not self.strided and problem.x.stride(0) != n:
+            raise UnsupportedShape(None, f"{self.name} needs contiguous rows")
+        module, func = self.factory.split(":")
+        return getattr(importlib.import_module(module), func)(problem, **self.options)
+
+
+def _ours(name: str, summary: str, max_n: int | None = None) -> Impl:
+    return Impl(name, "ours", summary, "kernels.cuda:make", max_n=max_n, options={"variant": name})
+
+
+IMPLS: dict[str, Impl] = {
+    impl.name: impl
+    for impl in (
+        _ours("block_tree", "block per row, shared-memory tree reduction, three scalar passes"),
+        _ours("warp_row", "one warp per row, shuffle reductions, three passes"),
+        _ours("warp_pair", "two warps per row, shuffle reductions, three passes"),
+        _ours("row_held", "block of 128 per row, row held in registers (float4 + masked tail slot), one barrier, approx rsqrt", 1024),
+        _ours("wide_held", "the row_held design for rows up to 16384: 128-1024 threads, up to 8 slots", HELD_MAX_N),
+        _ours("ours", "dispatcher: the fastest measured variant for the shape"),
+        _ours("ours_nc", "ours with read-only non-coherent loads of x (ld.global.nc)", HELD_MAX_N),
+        _ours("ours_cs", "ours with streaming loads and stores (ld/st.global.cs, evict-first)", HELD_MAX_N),
+        _ours("ours_2rows", "ours with two rows per block", HELD_MAX_N),
+        _ours("ours_gridstride", "ours on a grid of 8 row-blocks per SM striding over rows", HELD_MAX_N),
+        _ours("ours_regcap", "ours with __launch_bounds__ asking for 2x the resident blocks (a register cap)", HELD_MAX_N),
+        Impl(
+            "triton",
+            "control",
+            "Triton LayerNorm forward after the Triton tutorial: one program per row, BLOCK = next_pow2(N)",
+            "kernels.triton_ln:make",
+            max_n=65536 // FP32,
+        ),
+        Impl("torch", "control", "torch.nn.functional.layer_norm", "kernels.torch_ln:make_layer_norm"),
+        Impl("copy", "control", "device-to-device copy of x into y: the bandwidth floor", "kernels.torch_ln:make_copy",
+             moves=copy_bytes, computes="copy"),
+    )
+}
+
+
+def get(name: str) -> Impl:
+    try:
+        return IMPLS[name]
+    except KeyError:
+        raise UsageError(None, f"unknown implementation {name!r}", f"choose from {', '.join(IMPLS)}") from None
+
+
+def parse_impls(text: str) -> list[Impl]:
+    """``"ours,triton"`` -> the registry entries, in order."""
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names:
+        raise UsageError(None, "no implementations given", f"choose from {', '.join(IMPLS)}")
+    return [get(n) for n in names]

@@ -1,0 +1,116 @@
+"""NVTX ranges projected onto the GPU work they launched.
+
+A GPU operation belongs to the NVTX ranges that enclose the API call that launched it, on the
+thread that launched it (nsys's projection). Everything here is joins, no loops over rows:
+
+* push/pop ranges nest on their thread, so a running count of opens minus closes gives each
+  range its depth and each API call the depth it was made at; the innermost enclosing range is
+  then an as-of join on (thread, depth): the last range opened at that depth before the call.
+  All enclosing ranges are one such join per depth level (a loop over levels, not rows).
+* start/end ranges need not nest, so they are matched with an equi-join on the thread and a
+  filter on the times. They are usually few.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import polars as pl
+
+Nesting = Literal["innermost", "all"]
+
+RANGE_COLUMNS = ("range", "domain", "range_start_ns", "range_end_ns")
+
+
+def launches(ops: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
+    """Add the launching call (``tid, api_start_ns, api_end_ns``) to each operation.
+
+    Correlation ids are unique within a process; the match also checks the process where the
+    operation records it. Operations with no launching call keep null call columns.
+    """
+    calls = calls.select("correlation_id", "tid", "api_start_ns", "api_end_ns", call_pid="pid")
+    joined = ops.join(calls, on="correlation_id", how="left").filter(
+        pl.col("pid").is_null() | pl.col("call_pid").is_null() | (pl.col("pid") == pl.col("call_pid"))
+    )
+    return joined.drop("call_pid")
+
+
+def _pushpop_depths(ranges: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """(ranges with their nesting ``depth``, the thread's depth after each open/close event)."""
+    pushpop = ranges.filter((pl.col("style") == "pushpop") & (pl.col("end_ns") > pl.col("start_ns")))
+    pushpop = pushpop.with_row_index("rid")
+    opens = pushpop.select("tid", "rid", t="start_ns", delta=pl.lit(1, pl.Int64), tie=-(pl.col("end_ns") - pl.col("start_ns")))
+    closes = pushpop.select("tid", "rid", t="end_ns", delta=pl.lit(-1, pl.Int64), tie=pl.lit(0, pl.Int64))
+    # At one instant closes come before opens, and an outer range opens before an inner one.
+    events = (
+        pl.concat([opens, closes])
+        .sort("t", "delta", "tie")
+        .with_columns(depth=pl.col("delta").cum_sum().over("tid"))
+    )
+    depth_of = events.filter(pl.col("delta") == 1).select("rid", "depth")
+    return pushpop.join(depth_of, on="rid").sort("start_ns"), events.select("tid", "t", "depth")
+
+
+def _range_fields(matched: pl.LazyFrame) -> pl.LazyFrame:
+    return matched.select(
+        "op_id",
+        "range",
+        "domain",
+        range_start_ns="start_ns",
+        range_end_ns="end_ns",
+        depth=pl.col("depth").cast(pl.Int64),
+    )
+
+
+def _pushpop_candidates(ops: pl.LazyFrame, ranges: pl.LazyFrame, nesting: Nesting) -> pl.LazyFrame:
+    pushpop, events = _pushpop_depths(ranges)
+    calls = ops.filter(pl.col("tid").is_not_null()).select("op_id", "tid", "api_start_ns", "api_end_ns")
+    at = calls.sort("api_start_ns").join_asof(
+        events, left_on="api_start_ns", right_on="t", by="tid", strategy="backward", check_sortedness=False
+    ).filter(pl.col("depth") > 0)
+    right = pushpop.select("tid", "depth", "start_ns", "end_ns", "range", "domain")
+    if nesting == "innermost":
+        levels = [at]
+    else:
+        max_depth = at.select(pl.col("depth").max()).collect().item() or 0
+        levels = [
+            at.filter(pl.col("depth") >= k).with_columns(depth=pl.lit(k, pl.Int64)) for k in range(1, max_depth + 1)
+        ]
+    found = [
+        level.sort("api_start_ns")
+        .join_asof(right, left_on="api_start_ns", right_on="start_ns", by=["tid", "depth"], strategy="backward", check_sortedness=False)
+        .filter(pl.col("end_ns") >= pl.col("api_end_ns"))
+        for level in levels
+    ]
+    empty = pl.LazyFrame(schema={"op_id": pl.UInt32, "range": pl.String, "domain": pl.String,
+                                 "start_ns": pl.Int64, "end_ns": pl.Int64, "depth": pl.Int64})
+    return _range_fields(pl.concat(found, how="diagonal_relaxed") if found else empty)
+
+
+def _startend_candidates(ops: pl.LazyFrame, ranges: pl.LazyFrame) -> pl.LazyFrame:
+    startend = ranges.filter(pl.col("style") == "startend")
+    matched = (
+        ops.select("op_id", "tid", "api_start_ns", "api_end_ns")
+        .join(startend, on="tid", how="inner")
+        .filter((pl.col("start_ns") <= pl.col("api_start_ns")) & (pl.col("end_ns") >= pl.col("api_end_ns")))
+        .with_columns(depth=pl.lit(None, pl.Int64))
+    )
+    return _range_fields(matched)
+
+
+def project(ops: pl.LazyFrame, calls: pl.LazyFrame, ranges: pl.LazyFrame, nesting: Nesting = "innermost") -> pl.LazyFrame:
+    """Attribute each operation in ``ops`` to its enclosing NVTX range(s).
+
+    ``ops`` needs ``pid, correlation_id``; ``calls`` comes from ``events.api_calls``; ``ranges``
+    from ``events.nvtx_ranges``. ``innermost`` gives one row per operation; ``all`` gives one
+    row per (operation, enclosing range). Operations outside every range keep ``range = ""``.
+    """
+    ops = launches(ops, calls).with_row_index("op_id")
+    candidates = pl.concat([_pushpop_candidates(ops, ranges, nesting), _startend_candidates(ops, ranges)])
+    if nesting == "innermost":
+        candidates = candidates.sort("op_id", "range_start_ns").unique("op_id", keep="last")
+    return (
+        ops.join(candidates, on="op_id", how="left")
+        .with_columns(pl.col("range").fill_null(""))
+        .drop("op_id")
+    )

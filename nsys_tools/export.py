@@ -1,0 +1,163 @@
+"""Open Nsight Systems exports: a ``.sqlite`` read-only, or a ``.nsys-rep`` through ``nsys export``.
+
+``open_export`` checks the file before anything reads it (exists, SQLite, not truncated, an
+nsys export) and returns an ``Export`` that knows which tables and columns are present.
+``Export.select`` reads one table's projected columns as a LazyFrame.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BadExport, MissingTable, NsysNotFound
+from .schema import STRINGS, Field
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+
+
+def find_nsys(explicit: str | Path | None = None, *, needed_for: str | Path | None = None) -> Path:
+    """The nsys executable: ``explicit`` (``--nsys``), then ``$NSYS``, then ``PATH``."""
+    for origin, candidate in (("--nsys", explicit), ("$NSYS", os.environ.get("NSYS"))):
+        if candidate:
+            exe = Path(candidate)
+            if exe.is_file() and os.access(exe, os.X_OK):
+                return exe
+            raise NsysNotFound(exe, f"is not an executable nsys (from {origin})", "pass --nsys PATH or set $NSYS to the nsys CLI")
+    found = shutil.which("nsys")
+    if found:
+        return Path(found)
+    raise NsysNotFound(
+        needed_for,
+        "nsys (the Nsight Systems CLI) was not found",
+        "pass --nsys PATH, set $NSYS, or put nsys on PATH",
+    )
+
+
+def export_report(report: Path, nsys: str | Path | None = None) -> Path:
+    """Export ``report`` (.nsys-rep) to a sibling ``.sqlite``, reusing it while it is newer."""
+    target = report.with_suffix(".sqlite")
+    if target.exists() and target.stat().st_mtime >= report.stat().st_mtime:
+        return target
+    exe = find_nsys(nsys, needed_for=report)
+    partial = target.with_name(f".{target.stem}.{os.getpid()}.partial.sqlite")
+    cmd = [str(exe), "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(partial), str(report)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0 or not partial.exists():
+        partial.unlink(missing_ok=True)
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise BadExport(report, f"nsys export failed ({last[0]})", "is it a complete .nsys-rep?")
+    partial.replace(target)
+    return target
+
+
+def check_sqlite(path: Path) -> None:
+    """Fail early, naming the file, for anything that is not a whole SQLite database."""
+    if not path.exists():
+        raise BadExport(path, "no such file", "check the path")
+    size = path.stat().st_size
+    if size == 0:
+        raise BadExport(path, "empty file (0 bytes)", "the export did not finish; run nsys export --type sqlite again")
+    with path.open("rb") as fh:
+        header = fh.read(100)
+    if not header.startswith(SQLITE_MAGIC):
+        raise BadExport(path, "not an SQLite file", "pass an Nsight Systems .sqlite export or a .nsys-rep report")
+    if len(header) < 100:
+        raise BadExport(path, f"truncated SQLite file ({size} bytes)", "copy or export it again")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    # The in-header page count is valid when "version-valid-for" equals the change counter.
+    if header[92:96] == header[24:28] and pages * page_size > size:
+        raise BadExport(
+            path,
+            f"truncated SQLite file ({size} of {pages * page_size} bytes)",
+            "copy or export it again",
+        )
+
+
+@dataclass(frozen=True)
+class Export:
+    """An opened export: its SQLite path, the report it came from, and its tables' columns."""
+
+    path: Path
+    source: Path
+    tables: dict[str, frozenset[str]]
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def first(self, tables: Sequence[str]) -> str | None:
+        return next((t for t in tables if t in self.tables), None)
+
+    def require(self, table: str, hint: str) -> None:
+        if table not in self.tables:
+            raise MissingTable(self.source, f"no {table} table", hint)
+
+    def connect(self) -> sqlite3.Connection:
+        return _connect(self.path)
+
+    def fetch(self, sql: str, schema: dict[str, object], params: Sequence[object] = ()):
+        """Run ``sql`` and return a polars DataFrame with ``schema`` (column name -> dtype)."""
+        import polars as pl
+
+        try:
+            with self.connect() as con:
+                rows = con.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise BadExport(self.source, f"cannot be read ({exc})", "the file may be truncated or corrupt") from exc
+        return pl.DataFrame(rows, schema=schema, orient="row")
+
+    def projection(self, table: str, fields: Iterable[Field]) -> tuple[str, dict[str, object]]:
+        """SELECT list for ``fields`` from ``table``: present columns by name, absent ones as NULL."""
+        import polars as pl
+
+        dtypes = {"int": pl.Int64, "str": pl.String, "float": pl.Float64}
+        present = self.tables.get(table, frozenset())
+        parts, schema = [], {}
+        for fld in fields:
+            src = next((s for s in fld.sources if s in present), None)
+            parts.append(f'"{src}" AS {fld.name}' if src else f"NULL AS {fld.name}")
+            schema[fld.name] = dtypes[fld.dtype]
+        return ", ".join(parts), schema
+
+    def select(self, table: str, fields: Iterable[Field], where: str = "", params: Sequence[object] = ()):
+        """Read ``fields`` of ``table`` as a LazyFrame; ``where`` is an optional SQL filter."""
+        cols, schema = self.projection(table, fields)
+        sql = f"SELECT {cols} FROM {table}" + (f" WHERE {where}" if where else "")
+        return self.fetch(sql, schema, params).lazy()
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+
+
+def open_export(path: str | Path, nsys: str | Path | None = None) -> Export:
+    """Open an export for reading, exporting a ``.nsys-rep`` through nsys first."""
+    source = Path(path)
+    if not source.exists():
+        raise BadExport(source, "no such file", "check the path")
+    sqlite_path = export_report(source, nsys) if source.suffix in REPORT_SUFFIXES else source
+    check_sqlite(sqlite_path)
+    try:
+        with _connect(sqlite_path) as con:
+            rows = con.execute(
+                "SELECT m.name, p.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p "
+                "WHERE m.type = 'table'"
+            ).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise BadExport(source, f"cannot be read ({exc})", "the file may be truncated or corrupt") from exc
+    tables: dict[str, set[str]] = {}
+    for table, column in rows:
+        tables.setdefault(table, set()).add(column)
+    if not tables:
+        raise BadExport(source, "holds no tables (an empty export)", "was anything captured? check the nsys profile run")
+    if STRINGS not in tables:
+        raise BadExport(source, "is SQLite but not an Nsight Systems export (no StringIds table)", "export it with nsys export --type sqlite")
+    return Export(sqlite_path, source, {t: frozenset(c) for t, c in tables.items()})

@@ -1,0 +1,128 @@
+"""Kernel time per NVTX range: the facade behind ``nsys-tools report`` for plain exports."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Literal
+
+import polars as pl
+
+from . import attribute, events, metrics
+from . import schema as S
+from .errors import BadExport
+from .export import REPORT_SUFFIXES, Export, open_export
+
+Names = Literal["short", "demangled"]
+
+
+def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
+    """Files as given; folders searched recursively for exports. A ``.sqlite`` beside a
+    ``.nsys-rep`` of the same name is its export, so the report is read once."""
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise BadExport(p, "no such file or folder", "check the path")
+        if p.is_file():
+            found.append(p)
+            continue
+        inside = sorted(q for q in p.rglob("*") if q.suffix in (".sqlite", *REPORT_SUFFIXES) and not q.name.startswith("."))
+        sqlite = {q.with_suffix("") for q in inside if q.suffix == ".sqlite"}
+        inside = [q for q in inside if q.suffix == ".sqlite" or q.with_suffix("") not in sqlite]
+        if not inside:
+            raise BadExport(p, "holds no .sqlite or .nsys-rep exports", "point at an export or a folder of them")
+        found.extend(inside)
+    return found
+
+
+def gpu_ops(ex: Export, *, names: Names = "demangled", include_memops: bool = False) -> pl.LazyFrame:
+    """Kernels (and optionally memory operations) as ``name_id``/``label`` rows with times.
+
+    Kernels keep their string id in ``name_id``; memory operations carry a literal ``label``
+    such as ``[CUDA memcpy Device-to-Device]``, as nsys names them.
+    """
+    id_col = "short_name_id" if names == "short" else "demangled_name_id"
+    cols = ["pid", "correlation_id", "device_id", "stream_id", "start_ns", "end_ns", "duration_ns"]
+    frames = [events.kernels(ex).select(*cols, name_id=id_col, label=pl.lit(None, pl.String))]
+    if include_memops:
+        label = pl.when(pl.col("op") == "memcpy").then(pl.format("[CUDA memcpy {}]", "copy_kind")).otherwise(pl.lit("[CUDA memset]"))
+        frames.append(events.memops(ex).select(*cols, name_id=pl.lit(None, pl.Int64), label=label))
+    return pl.concat(frames, how="vertical")
+
+
+def attributed(ex: Export, *, names: Names = "demangled", include_memops: bool = False,
+               nesting: attribute.Nesting = "innermost") -> pl.LazyFrame:
+    """``gpu_ops`` with the enclosing NVTX ``range`` of each operation."""
+    sources = [S.KERNEL] + ([S.MEMCPY, S.MEMSET] if include_memops else [])
+    ops = gpu_ops(ex, names=names, include_memops=include_memops)
+    return attribute.project(ops, events.api_calls(ex, launched_from=sources), events.nvtx_ranges(ex), nesting)
+
+
+def glob_regex(pattern: str) -> str:
+    """A shell glob (``*``, ``?``, ``[seq]``) as an anchored regular expression."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "*":
+            out.append(".*")
+        elif c == "?":
+            out.append(".")
+        elif c == "[" and pattern.find("]", i + 2) > 0:
+            j = pattern.find("]", i + 2)
+            body = pattern[i + 1:j]
+            body = "^" + body[1:] if body.startswith("!") else body
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = j
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "^(?s:" + "".join(out) + ")$"
+
+
+def _name(df: pl.DataFrame, ex: Export) -> pl.DataFrame:
+    """Attach kernel names to ``name_id`` and merge them with the memory-operation labels."""
+    return events.attach_names(ex, df, {"name_id": "name"}).with_columns(
+        kernel=pl.coalesce("label", "name")
+    ).drop("name", "name_id", "label")
+
+
+def kernel_summary(
+    paths: Sequence[str | Path],
+    *,
+    range_glob: str | None = None,
+    kernel_glob: str | None = None,
+    names: Names = "demangled",
+    include_memops: bool = False,
+    nesting: attribute.Nesting = "innermost",
+    per_file: bool = False,
+    nsys: str | Path | None = None,
+) -> pl.DataFrame:
+    """Statistics per (range, kernel) over ``paths`` (files or folders of exports).
+
+    One export: grouped on string ids, names attached to the few result rows. Several exports:
+    string ids differ between files, so names are attached per file before grouping; rows are
+    aggregated across files, or kept apart with ``per_file`` (a leading ``file`` column).
+    """
+    files = expand_inputs(paths)
+    keyed = ["file"] if per_file else []
+    parts = []
+    for path in files:
+        ex = open_export(path, nsys)
+        ops = attributed(ex, names=names, include_memops=include_memops, nesting=nesting)
+        if len(files) == 1:
+            summary = metrics.summarize(ops, ["range", "name_id", "label"]).collect()
+            parts.append(_name(summary, ex).with_columns(file=pl.lit(str(path))))
+        else:
+            rows = ops.select("range", "name_id", "label", "duration_ns").collect()
+            parts.append(_name(rows, ex).with_columns(file=pl.lit(str(path))))
+    frame = pl.concat(parts, how="vertical")
+    if len(files) > 1:
+        frame = metrics.summarize(frame.lazy(), [*keyed, "range", "kernel"]).collect()
+    if range_glob:
+        frame = frame.filter(pl.col("range").str.contains(glob_regex(range_glob)))
+    if kernel_glob:
+        frame = frame.filter(pl.col("kernel").str.contains(glob_regex(kernel_glob)))
+    return frame.select(*keyed, *S.SUMMARY_COLUMNS).sort(
+        ["total_ns", *keyed, "range", "kernel"], descending=[True] + [False] * (len(keyed) + 2)
+    )

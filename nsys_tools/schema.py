@@ -1,0 +1,153 @@
+"""Nsight Systems export tables and columns, the differences between versions, and our names.
+
+This is the only module that knows raw nsys table and column names. Every frame the
+toolkit builds is described here as a list of ``Field``: our snake_case name, the nsys
+columns that may hold it (first present wins, across export versions) and its dtype.
+Columns missing from an export come back as nulls, so older exports still read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+DRIVER = "CUPTI_ACTIVITY_KIND_DRIVER"  # some exports keep driver calls apart from runtime calls
+NVTX = "NVTX_EVENTS"
+STRINGS = "StringIds"
+GPU = "TARGET_INFO_GPU"
+SYSTEM_ENV = "TARGET_INFO_SYSTEM_ENV"
+SESSION_START = "TARGET_INFO_SESSION_START_TIME"
+# The export metadata table was renamed around nsys 2021.
+EXPORT_META = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+
+# NVTX_EVENTS.eventType values (ENUM_NSYS_EVENT_TYPE), stable since 2020.
+NVTX_PUSHPOP = (59, 70)  # NvtxPushPopRange, NvtxtPushPopRange
+NVTX_STARTEND = (60, 71)  # NvtxStartEndRange, NvtxtStartEndRange
+NVTX_DOMAIN_CREATE = 75
+
+# CUPTI memcpy kinds (ENUM_CUDA_MEMCPY_OPER); older exports carry no ENUM tables.
+MEMCPY_KINDS = {
+    0: "Unknown",
+    1: "Host-to-Device",
+    2: "Device-to-Host",
+    3: "Host-to-Array",
+    4: "Array-to-Host",
+    5: "Array-to-Array",
+    6: "Array-to-Device",
+    7: "Device-to-Array",
+    8: "Device-to-Device",
+    9: "Host-to-Host",
+    10: "Peer-to-Peer",
+    11: "Unified Host-to-Device",
+    12: "Unified Device-to-Host",
+    13: "Unified Device-to-Device",
+}
+
+# A serialized globalTid holds the process in its upper bits and the thread in its low 24.
+TID_BITS = 24
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str  # our column name
+    sources: tuple[str, ...]  # nsys columns that may hold it, first present wins
+    dtype: str  # "int" | "str" | "float"
+
+
+def f(name: str, *sources: str, dtype: str = "int") -> Field:
+    return Field(name, sources, dtype)
+
+
+KERNEL_FIELDS = (
+    f("start_ns", "start"),
+    f("end_ns", "end"),
+    f("device_id", "deviceId"),
+    f("context_id", "contextId"),
+    f("stream_id", "streamId"),
+    f("correlation_id", "correlationId"),
+    f("pid", "globalPid"),
+    f("short_name_id", "shortName"),
+    f("demangled_name_id", "demangledName"),
+    f("grid_x", "gridX"),
+    f("grid_y", "gridY"),
+    f("grid_z", "gridZ"),
+    f("block_x", "blockX"),
+    f("block_y", "blockY"),
+    f("block_z", "blockZ"),
+    f("registers_per_thread", "registersPerThread"),
+    f("static_shared_bytes", "staticSharedMemory"),
+    f("dynamic_shared_bytes", "dynamicSharedMemory"),
+    f("local_bytes_per_thread", "localMemoryPerThread"),
+)
+
+MEMCPY_FIELDS = (
+    f("start_ns", "start"),
+    f("end_ns", "end"),
+    f("device_id", "deviceId"),
+    f("context_id", "contextId"),
+    f("stream_id", "streamId"),
+    f("correlation_id", "correlationId"),
+    f("pid", "globalPid"),
+    f("bytes", "bytes"),
+    f("copy_kind", "copyKind"),
+)
+
+MEMSET_FIELDS = (
+    f("start_ns", "start"),
+    f("end_ns", "end"),
+    f("device_id", "deviceId"),
+    f("context_id", "contextId"),
+    f("stream_id", "streamId"),
+    f("correlation_id", "correlationId"),
+    f("pid", "globalPid"),
+    f("bytes", "bytes"),
+)
+
+API_FIELDS = (
+    f("api_start_ns", "start"),
+    f("api_end_ns", "end"),
+    f("tid", "globalTid"),
+    f("correlation_id", "correlationId"),
+    f("api_name_id", "nameId"),
+    f("return_value", "returnValue"),
+)
+
+NVTX_FIELDS = (
+    f("start_ns", "start"),
+    f("end_ns", "end"),
+    f("event_type", "eventType"),
+    f("tid", "globalTid"),
+    f("text", "text", dtype="str"),
+    f("text_id", "textId"),
+    f("domain_id", "domainId"),
+)
+
+GPU_FIELDS = (
+    f("device_id", "id", "deviceId"),
+    f("gpu_name", "name", dtype="str"),
+    f("sm_count", "smCount"),
+    f("memory_bandwidth_bps", "memoryBandwidth"),
+    f("l2_bytes", "l2CacheSize"),
+    f("memory_bytes", "totalMemory"),
+    f("clock_hz", "clockRate"),
+    f("compute_major", "computeMajor"),
+    f("compute_minor", "computeMinor"),
+)
+
+# Our report columns, in order, for csv and json.
+SUMMARY_COLUMNS = (
+    "range",
+    "kernel",
+    "instances",
+    "total_ns",
+    "mean_ns",
+    "median_ns",
+    "min_ns",
+    "max_ns",
+    "stddev_ns",
+    "p10_ns",
+    "p90_ns",
+)

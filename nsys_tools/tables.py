@@ -1,0 +1,113 @@
+"""Render a collected DataFrame as markdown, csv, json or a terminal table. No I/O here.
+
+Markdown is for people: nanosecond columns become µs with two decimals, names are escaped so
+that ``|``, ``<``, ``*`` and backticks cannot break a table, and long C++ template names are
+shortened. csv and json keep full names and integer or float nanoseconds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
+
+
+class Format(str, Enum):
+    markdown = "markdown"
+    csv = "csv"
+    json = "json"
+    table = "table"
+
+
+MAX_NAME = 60
+_MD_SPECIAL = re.compile(r"([\\|*_`\[\]#])")
+
+
+def escape(text: str) -> str:
+    """Make ``text`` safe inside a markdown table cell."""
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    return text.replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+
+
+def _strip_group(text: str, open_: str, close: str, keep_depth: int) -> str:
+    """Replace bracketed groups nested deeper than ``keep_depth`` with an ellipsis."""
+    out, depth = [], 0
+    for ch in text:
+        if ch == open_:
+            depth += 1
+            if depth == keep_depth + 1:
+                out.append(open_ + "…")
+            if depth > keep_depth:
+                continue
+        elif ch == close:
+            depth -= 1
+            if depth == keep_depth:
+                out.append(close)
+            if depth >= keep_depth:
+                continue
+        elif depth > keep_depth:
+            continue
+        out.append(ch)
+    return "".join(out)
+
+
+def shorten(name: str, limit: int = MAX_NAME) -> str:
+    """A readable form of a long kernel name: no return type, no parameter list, templates
+    collapsed, then cut at ``limit`` characters. Short names pass through unchanged."""
+    if len(name) <= limit:
+        return name
+    short = re.sub(r"^void ", "", name)
+    if short.endswith(")") and "(" in short:
+        short = _strip_group(short, "(", ")", 0).removesuffix("(…)")
+    short = _strip_group(short, "<", ">", 1) if len(short) > limit else short
+    short = _strip_group(short, "<", ">", 0) if len(short) > limit else short
+    return short if len(short) <= limit else short[: limit - 1] + "…"
+
+
+def _header(col: str) -> str:
+    if col.endswith("_ns"):
+        return col.removesuffix("_ns").replace("_", " ") + " (µs)"
+    return col.replace("_", " ")
+
+
+def _cell(value: object, col: str) -> str:
+    if value is None:
+        return ""
+    if col.endswith("_ns"):
+        return f"{float(value) / 1000:.2f}"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if isinstance(value, str):
+        return escape(shorten(value)) if value else "(none)"
+    return str(value)
+
+
+def markdown(df: pl.DataFrame, headers: Mapping[str, str] | None = None) -> str:
+    """A GitHub markdown table of ``df``; ``headers`` renames columns for display."""
+    headers = dict(headers or {})
+    cols = df.columns
+    lines = [
+        "| " + " | ".join(headers.get(c, _header(c)) for c in cols) + " |",
+        "|" + "|".join("---:" if df.schema[c].is_numeric() else "---" for c in cols) + "|",
+    ]
+    for row in df.iter_rows():
+        lines.append("| " + " | ".join(_cell(v, c) for v, c in zip(row, cols)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render(df: pl.DataFrame, fmt: Format, headers: Mapping[str, str] | None = None) -> str:
+    """``df`` in one of the four output formats."""
+    if fmt is Format.csv:
+        return df.write_csv()
+    if fmt is Format.json:
+        return df.write_json() + "\n"
+    if fmt is Format.table:
+        import polars as pl
+
+        with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=MAX_NAME, tbl_width_chars=250, tbl_hide_dataframe_shape=True):
+            return str(df) + "\n"
+    return markdown(df, headers)

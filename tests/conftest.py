@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _gpu_missing() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return "needs a CUDA GPU and torch (run on the GPU machine: pytest -m gpu)"
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU: none is visible (run on the GPU machine: pytest -m gpu)"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    reason = _gpu_missing() if gpu_items else None
+    if reason:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def fixture_copy(tmp_path):
+    """Copy a fixture file into a temp folder, so tests may modify or corrupt it."""
+
+    def copy(relative: str) -> Path:
+        src = FIXTURES / relative
+        dst = tmp_path / src.name
+        shutil.copyfile(src, dst)
+        return dst
+
+    return copy

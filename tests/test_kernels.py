@@ -1,0 +1,74 @@
+"""The registry, the bytes formulas and shape validation (no GPU needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels.cuda import Held, Launch, held_for, launch_config
+from kernels.registry import IMPLS, UnsupportedShape, copy_bytes, get, layernorm_bytes, parse_impls, parse_shape
+from nsys_tools.errors import UsageError
+
+
+def test_registry_has_the_lineage_and_the_controls():
+    ours = {n for n, i in IMPLS.items() if i.family == "ours"}
+    controls = {n for n, i in IMPLS.items() if i.family == "control"}
+    assert {"block_tree", "warp_row", "warp_pair", "row_held", "wide_held", "ours"} <= ours
+    assert controls == {"triton", "torch", "copy"}
+
+
+def test_bytes_formulas():
+    # 4096x768 fp32: read x and write y (2 x 12.58 MB), read gamma and beta (2 x 3 KB).
+    assert layernorm_bytes(4096, 768) == 25_171_968
+    assert copy_bytes(4096, 768) == 25_165_824
+    assert IMPLS["copy"].moves(4096, 4096) == 134_217_728
+    assert IMPLS["ours"].moves(1, 1) == 16
+
+
+@pytest.mark.parametrize("text, expected", [("4096x768", (4096, 768)), ("1X65536", (1, 65536)), (" 3x5", (3, 5))])
+def test_parse_shape(text, expected):
+    assert parse_shape(text) == expected
+
+
+@pytest.mark.parametrize("text", ["4096", "0x5", "axb", "4096x768x2", "-1x4", ""])
+def test_parse_shape_rejects(text):
+    with pytest.raises(UsageError, match="unknown shape"):
+        parse_shape(text)
+
+
+def test_unknown_impl_names_the_choices():
+    with pytest.raises(UsageError, match="choose from block_tree"):
+        get("cutlass")
+    assert [i.name for i in parse_impls("ours, triton")] == ["ours", "triton"]
+
+
+@pytest.mark.parametrize("name, n", [("triton", 16385), ("row_held", 1025), ("wide_held", 16385)])
+def test_unsupported_widths_are_clear(name, n):
+    with pytest.raises(UnsupportedShape, match=f"N = {n}"):
+        IMPLS[name].check(4, n)
+    IMPLS[name].check(4, n - 1)
+
+
+def test_ours_covers_every_width():
+    for n in (1, 5, 777, 16384, 16385, 65536, 1 << 20):
+        IMPLS["ours"].check(1, n)
+
+
+def test_held_plan_keeps_the_row_in_registers():
+    assert held_for(768, 4, tpr=128) == Held(128, 2, 4)  # the seed's #52 layout: a quad plus a masked tail slot
+    assert held_for(768, 4) == Held(32, 6, 4, rpb=4)  # one warp per row, four rows per block
+    for n in (1, 768, 777, 1024, 2048, 4096, 8192, 16384):
+        for vec in (1, 4):
+            h = held_for(n, vec)
+            assert h.tpr * h.slots * vec >= n > h.tpr * (h.slots - 1) * vec  # covers the row, no idle slot
+            assert h.slots <= (4 if vec == 4 and n > 1024 else 16) and h.threads <= 1024
+
+
+def test_launch_configs():
+    assert launch_config("block_tree", 4096, 768).grid == 4096
+    assert launch_config("warp_row", 4096, 768).grid == 1024
+    assert launch_config("ours", 1, 65536).kernel == "ln_block_tree"
+    assert launch_config("ours", 4096, 768) == Launch("ln_held<32,6,4,4,0,0>", 1024, 128)
+    assert launch_config("ours_2rows", 4096, 768).grid == 512
+    assert launch_config("ours_2rows", 4096, 4096) == Launch("ln_held<256,4,4,2,0,0>", 2048, 512)
+    assert launch_config("ours_gridstride", 4096, 4096, sm_count=132).grid == 8 * 132
+    assert launch_config("ours_cs", 4096, 768).kernel.endswith(",2,0>")
