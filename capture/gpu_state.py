@@ -7,6 +7,7 @@ it measures. Without NVML (``nvidia-ml-py``) the samples are empty and say why.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 import time
@@ -26,17 +27,26 @@ SMI_FIELDS = (
 )
 
 
-def smi_snapshot(index: int = 0) -> dict[str, str]:
-    """One ``nvidia-smi --query-gpu`` reading of GPU ``index`` (empty dict when unavailable)."""
-    cmd = ["nvidia-smi", f"--id={index}", f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits"]
+def _smi(*args: str) -> list[list[str]] | str:
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        out = subprocess.run(["nvidia-smi", *args, "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"error": str(exc)}
+        return str(exc)
     if out.returncode != 0:
-        return {"error": out.stderr.strip() or f"nvidia-smi exited {out.returncode}"}
-    values = [v.strip() for v in out.stdout.strip().splitlines()[0].split(",")]
-    return dict(zip(SMI_FIELDS, values))
+        return out.stderr.strip() or f"nvidia-smi exited {out.returncode}"
+    return [[v.strip() for v in line.split(",")] for line in out.stdout.strip().splitlines() if line.strip()]
+
+
+def smi_snapshot(index: int = 0) -> dict[str, object]:
+    """One ``nvidia-smi`` reading of GPU ``index``: clocks, utilization, power, temperature, and
+    the compute processes on it (another process there means the measurement shares the GPU)."""
+    rows = _smi(f"--id={index}", f"--query-gpu={','.join(SMI_FIELDS)}")
+    if isinstance(rows, str):
+        return {"error": rows}
+    snap: dict[str, object] = dict(zip(SMI_FIELDS, rows[0], strict=True))
+    apps = _smi(f"--id={index}", "--query-compute-apps=pid,process_name,used_memory")
+    snap["compute_apps"] = apps if isinstance(apps, list) else []
+    return snap
 
 
 class ClockSampler:
@@ -110,7 +120,17 @@ class ClockSampler:
         if self._thread is not None:
             self._thread.join()
 
-    def samples(self) -> dict[str, list]:
-        cols = {c: [row[i] for row in self._rows] for i, c in enumerate(self.COLUMNS)}
+    def other_processes(self) -> list[int]:
+        """PIDs of other compute processes on this GPU right now (NVML), or [] without NVML."""
+        if self._nvml is None:
+            return []
+        try:
+            procs = self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle)
+        except Exception:
+            return []
+        return sorted({p.pid for p in procs} - {os.getpid()})
+
+    def samples(self) -> dict[str, object]:
+        cols: dict[str, object] = {c: [row[i] for row in self._rows] for i, c in enumerate(self.COLUMNS)}
         cols["error"] = self.error
         return cols

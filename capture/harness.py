@@ -75,6 +75,15 @@ def check(impl, launch, problem: Problem) -> float:
     return relative_error(out, ref)
 
 
+def _versions() -> dict[str, str]:
+    import cupy
+    import torch
+    import triton
+
+    return {"torch": torch.__version__, "triton": triton.__version__, "cupy": cupy.__version__,
+            "cuda": str(torch.version.cuda)}
+
+
 def run(args: argparse.Namespace) -> dict:
     import torch
 
@@ -116,6 +125,7 @@ def run(args: argparse.Namespace) -> dict:
     t_warm = time.perf_counter()
 
     sampler = ClockSampler(props.uuid, interval_s=args.sample_interval)
+    others_before = sampler.other_processes()
     sampler.start()
     sampler.phase("trace")
     torch.cuda.profiler.start()
@@ -141,6 +151,7 @@ def run(args: argparse.Namespace) -> dict:
             events.append((name, rnd, pairs))
     torch.cuda.synchronize()
     sampler.stop()
+    others_after = sampler.other_processes()
     t_span = time.perf_counter()
 
     spans = {"impl": [], "round": [], "span_ns": []}
@@ -171,6 +182,8 @@ def run(args: argparse.Namespace) -> dict:
         ),
         "spans": spans,
         "clocks": sampler.samples(),
+        "other_processes": {"before": others_before, "after": others_after},
+        "versions": _versions(),
         "timings_s": {
             "setup": t_setup - t0,
             "warmup": t_warm - t_setup,

@@ -126,13 +126,14 @@ class Sweep:
 
     def __init__(self, spec: SweepSpec, out: Path, *, nsys: str | Path | None = None, resume: bool = False,
                  wait: bool = True, python: str = sys.executable, keep_rep: bool = False,
-                 progress: Progress | None = None, argv: list[str] | None = None):
+                 progress: Progress | None = None, argv: list[str] | None = None, commit: str | None = None):
         spec.validate()
         self.spec, self.out, self.resume, self.wait = spec, Path(out).resolve(), resume, wait
         self.python, self.keep_rep = python, keep_rep
         self.progress = progress or (lambda shape, stage, details: None)
         self.nsys = find_nsys(nsys)
         self.argv = argv if argv is not None else sys.argv
+        self.commit = commit
         self._lock = threading.Lock()
         self.manifest: dict = {}
 
@@ -149,7 +150,7 @@ class Sweep:
             "created_utc": previous.get("created_utc") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "command": self.argv,
             "spec": asdict(self.spec),
-            "git": commit_info(),
+            "git": {"commit": self.commit, "dirty": None} if self.commit else commit_info(),
             "nsys": {"version": nsys_version(self.nsys), "options": [*NSYS_TRACE, "--capture-range=cudaProfilerApi"]},
             "range_format": "<op>/<impl>/<M>x<N>/<l2>/r<round>",
             "shapes": previous.get("shapes", {}),

@@ -82,6 +82,8 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
         held = replace(held, cache=1)
     elif variant == "ours_cs":
         held = replace(held, cache=2)
+    elif variant == "ours_pf":
+        held = replace(held, cache=3)
     elif variant == "ours_2rows" and held.threads <= 512:
         held = replace(held, rpb=2 * held.rpb)
     elif variant == "ours_regcap":

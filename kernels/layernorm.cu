@@ -21,17 +21,28 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 // Cache policy for the read of x and the write of y:
 //   0: default,  1: read-only non-coherent loads (ld.global.nc),
-//   2: streaming (ld.global.cs / st.global.cs, evict-first: x and y are touched once).
+//   2: streaming (ld.global.cs / st.global.cs, evict-first: x and y are touched once),
+//   3: loads that ask the L2 to fetch 256-byte blocks (ld.global.L2::256B, sm_80 and later).
 template <int CACHE>
 __device__ __forceinline__ float4 load4(const float* p) {
   if (CACHE == 1) return __ldg(reinterpret_cast<const float4*>(p));
   if (CACHE == 2) return __ldcs(reinterpret_cast<const float4*>(p));
+  if (CACHE == 3) {
+    float4 r;
+    asm("ld.global.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w) : "l"(p));
+    return r;
+  }
   return *reinterpret_cast<const float4*>(p);
 }
 template <int CACHE>
 __device__ __forceinline__ float load1(const float* p) {
   if (CACHE == 1) return __ldg(p);
   if (CACHE == 2) return __ldcs(p);
+  if (CACHE == 3) {
+    float r;
+    asm("ld.global.L2::256B.f32 %0, [%1];" : "=f"(r) : "l"(p));
+    return r;
+  }
   return *p;
 }
 template <int CACHE>

@@ -110,6 +110,7 @@ IMPLS: dict[str, Impl] = {
         _ours("ours", "dispatcher: the fastest measured variant for the shape"),
         _ours("ours_nc", "ours with read-only non-coherent loads of x (ld.global.nc)", HELD_MAX_N),
         _ours("ours_cs", "ours with streaming loads and stores (ld/st.global.cs, evict-first)", HELD_MAX_N),
+        _ours("ours_pf", "ours with loads that ask the L2 for 256-byte blocks (ld.global.L2::256B)", HELD_MAX_N),
         _ours("ours_2rows", "ours with two rows per block", HELD_MAX_N),
         _ours("ours_gridstride", "ours on a grid of 8 row-blocks per SM striding over rows", HELD_MAX_N),
         _ours("ours_regcap", "ours with __launch_bounds__ asking for 2x the resident blocks (a register cap)", HELD_MAX_N),

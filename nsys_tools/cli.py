@@ -151,6 +151,7 @@ def capture_sweep(
     resume: Annotated[bool, typer.Option("--resume", help="Finish an interrupted sweep: skip completed shapes.")] = False,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Fail instead of waiting when another sweep holds the GPU.")] = False,
     keep_rep: Annotated[bool, typer.Option("--keep-rep", help="Keep the .nsys-rep files (they hold the unscrubbed environment).")] = False,
+    commit: Annotated[Optional[str], typer.Option(help="Commit to record when the tree is not a git checkout.")] = None,
 ) -> None:
     """Profile implementations across shapes in one session, one Nsight Systems capture per shape.
 
@@ -168,7 +169,7 @@ def capture_sweep(
     out = out or Path("reports/sweeps") / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=stderr) as progress:
         sweep = Sweep(spec, out, nsys=nsys, resume=resume, wait=not no_wait, keep_rep=keep_rep, argv=sys.argv,
-                      progress=None)
+                      commit=commit)
         tasks = {shape: progress.add_task(f"{shape:>11} queued", total=3) for shape in sweep.spec.shapes}
         sweep.progress = _sweep_progress(progress, tasks)
         manifest = sweep.run()
