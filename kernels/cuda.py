@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from .registry import HELD_MAX_N, Problem, UnsupportedShape
+from .registry import HELD_MAX_N, HELD_NAME, Problem, UnsupportedShape
 
 SOURCE = Path(__file__).with_name("layernorm.cu")
 NVRTC_OPTIONS = ("--std=c++17",)
@@ -77,7 +77,14 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
         return Launch(f"ln_warps<{warps},{vec}>", math.ceil(m / rows), 128)
     if variant == "ours" and n > HELD_MAX_N:
         return launch_config("block_tree", m, n, vec, sm_count)
-    held = held_for(n, vec, tpr=128 if variant == "row_held" else None)
+    explicit = HELD_NAME.match(variant)
+    if explicit:
+        tpr, rpb, cache, minb = (int(g) if g else d for g, d in zip(explicit.groups(), (0, 1, 0, 0), strict=True))
+        held = replace(held_for(n, vec, tpr=tpr), rpb=rpb, cache=cache, minb=minb)
+        if held.threads > 1024:
+            raise UnsupportedShape(None, f"{variant} asks for {held.threads} threads per block (at most 1024)")
+    else:
+        held = held_for(n, vec, tpr=128 if variant == "row_held" else None)
     if variant == "ours_nc":
         held = replace(held, cache=1)
     elif variant == "ours_cs":

@@ -22,7 +22,8 @@ __device__ __forceinline__ float warp_sum(float v) {
 // Cache policy for the read of x and the write of y:
 //   0: default,  1: read-only non-coherent loads (ld.global.nc),
 //   2: streaming (ld.global.cs / st.global.cs, evict-first: x and y are touched once),
-//   3: loads that ask the L2 to fetch 256-byte blocks (ld.global.L2::256B, sm_80 and later).
+//   3: loads that ask the L2 to fetch 256-byte blocks (ld.global.L2::256B, sm_80 and later),
+//   4: default loads, streaming stores (st.global.cs).
 template <int CACHE>
 __device__ __forceinline__ float4 load4(const float* p) {
   if (CACHE == 1) return __ldg(reinterpret_cast<const float4*>(p));
@@ -47,12 +48,12 @@ __device__ __forceinline__ float load1(const float* p) {
 }
 template <int CACHE>
 __device__ __forceinline__ void store4(float* p, float4 v) {
-  if (CACHE == 2) __stcs(reinterpret_cast<float4*>(p), v);
+  if (CACHE == 2 || CACHE == 4) __stcs(reinterpret_cast<float4*>(p), v);
   else *reinterpret_cast<float4*>(p) = v;
 }
 template <int CACHE>
 __device__ __forceinline__ void store1(float* p, float v) {
-  if (CACHE == 2) __stcs(p, v);
+  if (CACHE == 2 || CACHE == 4) __stcs(p, v);
   else *p = v;
 }
 

@@ -13,6 +13,7 @@ launch returns the output tensor when it makes a new one (torch), else None (it 
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,11 +129,17 @@ IMPLS: dict[str, Impl] = {
 }
 
 
+# An explicit register-held configuration, for trying launch plans in a sweep without editing
+# the dispatcher: held_t<threads per row>[_r<rows per block>][_c<cache policy 0-4>][_m<min blocks>].
+HELD_NAME = re.compile(r"^held_t(32|64|128|256|512|1024)(?:_r([124]))?(?:_c([0-4]))?(?:_m(\d+))?$")
+
+
 def get(name: str) -> Impl:
-    try:
+    if name in IMPLS:
         return IMPLS[name]
-    except KeyError:
-        raise UsageError(None, f"unknown implementation {name!r}", f"choose from {', '.join(IMPLS)}") from None
+    if HELD_NAME.match(name):
+        return _ours(name, "register-held kernel with an explicit launch plan (see kernels/cuda.py)", HELD_MAX_N)
+    raise UsageError(None, f"unknown implementation {name!r}", f"choose from {', '.join(IMPLS)}, or held_t<threads>...")
 
 
 def parse_impls(text: str) -> list[Impl]:

@@ -72,3 +72,12 @@ def test_launch_configs():
     assert launch_config("ours_2rows", 4096, 4096) == Launch("ln_held<256,4,4,2,0,0>", 2048, 512)
     assert launch_config("ours_gridstride", 4096, 4096, sm_count=132).grid == 8 * 132
     assert launch_config("ours_cs", 4096, 768).kernel.endswith(",2,0>")
+
+
+def test_explicit_held_plans():
+    impl = get("held_t128_r2_c2")
+    assert impl.family == "ours" and impl.max_n == 16384
+    assert launch_config("held_t128_r2_c2", 4096, 4096) == Launch("ln_held<128,8,4,2,2,0>", 2048, 256)
+    assert launch_config("held_t1024", 4096, 4096) == Launch("ln_held<1024,1,4,1,0,0>", 4096, 1024)
+    with pytest.raises(UsageError):
+        get("held_t96")

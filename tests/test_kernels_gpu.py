@@ -63,6 +63,8 @@ def test_strided_rows(name, row_pad):
 
 @pytest.mark.parametrize("name", [n for n, i in IMPLS.items() if i.family == "ours"])
 def test_offset_mean(name):
-    """Rows with a large mean: a sum-of-squares variance would lose the small deviations."""
+    """Rows with mean 1000 and unit spread. The fp32 mean itself is off by ~1e-5 relative to the
+    spread, so the bound is 1e-4; a variance from the sum of squares (E[x^2] - mean^2, both near
+    1e6 in fp32) would be off by percents and fail it."""
     err = _run_and_check(IMPLS[name], _problem(512, 1024, mean=1000.0))
-    assert err < TOLERANCE
+    assert err < 1e-4
