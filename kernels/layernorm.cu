@@ -177,7 +177,8 @@ __global__ void __launch_bounds__(128) ln_warps(
 //   TPR threads per row (a multiple of 32), RPB rows per block, SLOTS vectors of VEC floats per
 //   thread (thread t's slot k holds columns (k * TPR + t) * VEC ...). Covers N <= TPR*SLOTS*VEC.
 //   Each warp reduces its own slice exactly (sum, then the squared deviations from its mean);
-//   the warps' (sum, M2, count) are merged with Chan's formula after the only barrier.
+//   the warps' (sum, M2, count) are merged with Chan's formula after the only barrier, each
+//   warp merging them itself with shuffles.
 //   The grid may be smaller than M / RPB: blocks then stride over row groups (grid-stride).
 //   MINB > 0 passes a minimum blocks-per-SM to __launch_bounds__, which caps registers.
 template <int TPR, int SLOTS, int VEC, int RPB, int CACHE, int MINB>
@@ -236,21 +237,14 @@ __global__ void __launch_bounds__(TPR * RPB, MINB) ln_held(
 
     float mean = wmean, m2 = wm2;
     if (WARPS > 1) {
+      // Every warp merges the row's (at most 32) partials itself, one per lane, with shuffles:
+      // a constant cost per thread whatever the block size, and no second barrier.
       if (lane == 0) part[sub][w] = make_float3(wsum, wm2, (float)wn);
       __syncthreads();
-      float total = 0.f;
-#pragma unroll
-      for (int k = 0; k < WARPS; ++k) total += part[sub][k].x;
-      mean = total / N;
-      m2 = 0.f;
-#pragma unroll
-      for (int k = 0; k < WARPS; ++k) {
-        const float3 p = part[sub][k];
-        if (p.z > 0.f) {
-          const float d = p.x / p.z - mean;
-          m2 += p.y + p.z * d * d;
-        }
-      }
+      const float3 p = lane < WARPS ? part[sub][lane] : make_float3(0.f, 0.f, 0.f);
+      mean = warp_sum(p.x) / N;
+      const float d = p.z > 0.f ? p.x / p.z - mean : 0.f;
+      m2 = warp_sum(p.y + p.z * d * d);
       if (base + (long long)gridDim.x * RPB < M) __syncthreads();  // part[] is reused next round
     }
     const float rstd = rsqrtf(m2 / N + eps);
