@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from .registry import HELD_MAX_N, HELD_NAME, Problem, UnsupportedShape
+from .registry import HELD_MAX_N, HELD_NAME, STAGED_NAME, Problem, UnsupportedShape
 
 SOURCE = Path(__file__).with_name("layernorm.cu")
 NVRTC_OPTIONS = ("--std=c++17",)
@@ -44,6 +44,7 @@ class Launch:
     kernel: str  # the NVRTC name expression
     grid: int
     block: int
+    shared_bytes: int = 0  # dynamic shared memory per block
 
 
 # (widest row, threads per row, rows per block) for the register-held path, chosen from the
@@ -77,6 +78,12 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
         return Launch(f"ln_warps<{warps},{vec}>", math.ceil(m / rows), 128)
     if variant == "ours" and n > HELD_MAX_N:
         return launch_config("block_tree", m, n, vec, sm_count)
+    staged = STAGED_NAME.match(variant)
+    if staged:
+        if vec != 4:
+            raise UnsupportedShape(None, f"{variant} needs 16-byte aligned rows with N % 4 == 0")
+        tpr, cache, minb = (int(g) if g else 0 for g in staged.groups())
+        return Launch(f"ln_staged<{tpr},{cache},{minb}>", m, tpr, 4 * n)
     explicit = HELD_NAME.match(variant)
     if explicit:
         tpr, rpb, cache, minb = (int(g) if g else d for g, d in zip(explicit.groups(), (0, 1, 0, 0), strict=True))
@@ -141,10 +148,12 @@ def launcher(problem: Problem, plan: Launch):
         np.int64(problem.y.stride(0)),
         np.float32(problem.eps),
     )
-    grid, block = (plan.grid,), (plan.block,)
+    grid, block, shared = (plan.grid,), (plan.block,), plan.shared_bytes
+    if shared > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = shared
 
     def launch() -> None:
-        kernel(grid, block, args)
+        kernel(grid, block, args, shared_mem=shared)
 
     return launch
 

@@ -268,3 +268,68 @@ __global__ void __launch_bounds__(TPR * RPB, MINB) ln_held(
     }
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The row staged in shared memory by asynchronous copies (cp.async, sm_80 and later): the bytes
+// in flight wait in shared memory instead of registers, so registers stay few and more rows are
+// in flight per SM. Each thread copies its own quads and reads back only those, so no barrier is
+// needed before the reduction; the warps' partials merge as in ln_held. Needs 16-byte aligned
+// rows with N % 4 == 0 and N * 4 bytes of dynamic shared memory. CACHE 2 or 4: streaming stores;
+// MINB > 0: a minimum of resident blocks for __launch_bounds__ (a register cap).
+template <int TPR, int CACHE, int MINB>
+__global__ void __launch_bounds__(TPR, MINB) ln_staged(
+    const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ gamma,
+    const float* __restrict__ beta, int M, int N, long long sx, long long sy, float eps) {
+  constexpr int WARPS = TPR / 32;
+  extern __shared__ float4 srow[];
+  __shared__ float3 part[WARPS];
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const int quads = N >> 2;
+  const float* xr = x + blockIdx.x * sx;
+  float* yr = y + blockIdx.x * sy;
+
+  for (int q = t; q < quads; q += TPR) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(srow + q));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(xr + 4 * q) : "memory");
+  }
+  asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
+
+  int wn = 0;
+  for (int base = w * 32; base < quads; base += TPR) wn += 4 * min(quads - base, 32);
+  float s = 0.f;
+  for (int q = t; q < quads; q += TPR) {
+    const float4 v = srow[q];
+    s += (v.x + v.y) + (v.z + v.w);
+  }
+  const float wsum = warp_sum(s);
+  const float wmean = wn > 0 ? wsum / wn : 0.f;
+  float qs = 0.f;
+  for (int q = t; q < quads; q += TPR) {
+    const float4 v = srow[q];
+    const float a = v.x - wmean, b = v.y - wmean, c = v.z - wmean, d = v.w - wmean;
+    qs += (a * a + b * b) + (c * c + d * d);
+  }
+  const float wm2 = warp_sum(qs);
+
+  float mean = wmean, m2 = wm2;
+  if (WARPS > 1) {
+    if (lane == 0) part[w] = make_float3(wsum, wm2, (float)wn);
+    __syncthreads();
+    const float3 p = lane < WARPS ? part[lane] : make_float3(0.f, 0.f, 0.f);
+    mean = warp_sum(p.x) / N;
+    const float d = p.z > 0.f ? p.x / p.z - mean : 0.f;
+    m2 = warp_sum(p.y + p.z * d * d);
+  }
+  const float rstd = rsqrtf(m2 / N + eps);
+
+  for (int q = t; q < quads; q += TPR) {
+    const float4 v = srow[q];
+    const float4 g = load4<0>(gamma + 4 * q), b = load4<0>(beta + 4 * q);
+    float4 o;
+    o.x = (v.x - mean) * rstd * g.x + b.x;
+    o.y = (v.y - mean) * rstd * g.y + b.y;
+    o.z = (v.z - mean) * rstd * g.z + b.z;
+    o.w = (v.w - mean) * rstd * g.w + b.w;
+    store4<CACHE>(yr + 4 * q, o);
+  }
+}

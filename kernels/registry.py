@@ -132,6 +132,8 @@ IMPLS: dict[str, Impl] = {
 # An explicit register-held configuration, for trying launch plans in a sweep without editing
 # the dispatcher: held_t<threads per row>[_r<rows per block>][_c<cache policy 0-4>][_m<min blocks>].
 HELD_NAME = re.compile(r"^held_t(32|64|128|256|512|1024)(?:_r([124]))?(?:_c([0-4]))?(?:_m(\d+))?$")
+# The same for the shared-memory-staged kernel (aligned rows only): staged_t<threads>[_c<0-4>][_m<min blocks>].
+STAGED_NAME = re.compile(r"^staged_t(32|64|128|256|512|1024)(?:_c([0-4]))?(?:_m(\d+))?$")
 
 
 def get(name: str) -> Impl:
@@ -139,6 +141,8 @@ def get(name: str) -> Impl:
         return IMPLS[name]
     if HELD_NAME.match(name):
         return _ours(name, "register-held kernel with an explicit launch plan (see kernels/cuda.py)", HELD_MAX_N)
+    if STAGED_NAME.match(name):
+        return _ours(name, "row staged in shared memory by cp.async, with an explicit launch plan", HELD_MAX_N)
     raise UsageError(None, f"unknown implementation {name!r}", f"choose from {', '.join(IMPLS)}, or held_t<threads>...")
 
 

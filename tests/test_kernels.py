@@ -81,3 +81,6 @@ def test_explicit_held_plans():
     assert launch_config("held_t1024", 4096, 4096) == Launch("ln_held<1024,1,4,1,0,0>", 4096, 1024)
     with pytest.raises(UsageError):
         get("held_t96")
+    assert launch_config("staged_t128_m12", 4096, 4096) == Launch("ln_staged<128,0,12>", 4096, 128, 16384)
+    with pytest.raises(UnsupportedShape, match="aligned"):
+        launch_config("staged_t128", 4096, 777, vec=1)
