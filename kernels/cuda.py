@@ -47,24 +47,23 @@ class Launch:
     shared_bytes: int = 0  # dynamic shared memory per block
 
 
-# (widest row, threads per row, rows per block) for the register-held path, chosen from the
-# do_bench exploration on the H200 (reports/exploration.md): rows up to 1024 floats go one warp
-# per row, four rows to a block; wider rows take more threads so that each holds at most four
-# float4 slots (registers stay near 64, leaving room for resident warps).
-HELD_PLAN_VEC4 = ((1024, 32, 4), (2048, 128, 1), (4096, 256, 1), (8192, 512, 1), (HELD_MAX_N, 1024, 1))
-HELD_PLAN_VEC1 = ((1024, 128, 1), (2048, 256, 1), (4096, 512, 1), (HELD_MAX_N, 1024, 1))
+# (widest row, threads per row, rows per block, cache policy) for the register-held path, chosen
+# from Nsight Systems sweeps on the H200 (reports/variants.md): rows up to 1024 floats go one warp
+# per row, four rows to a block; wider rows take more threads, each holding at most 8 float4
+# slots, and from 4096 floats on, streaming (evict-first) loads and stores.
+HELD_PLAN_VEC4 = ((1024, 32, 4, 0), (2048, 128, 1, 0), (8192, 256, 1, 2), (HELD_MAX_N, 512, 1, 2))
+HELD_PLAN_VEC1 = ((1024, 128, 1, 0), (2048, 256, 1, 0), (4096, 512, 1, 0), (HELD_MAX_N, 1024, 1, 0))
 
 
 def held_for(n: int, vec: int, tpr: int | None = None) -> Held:
     """The register-held instantiation for rows of ``n`` floats read ``vec`` at a time; ``tpr``
-    forces the threads per row (one row per block)."""
+    forces the threads per row (one row per block, default caching)."""
     if n > HELD_MAX_N:
         raise UnsupportedShape(None, f"the register-held kernels cover rows up to N = {HELD_MAX_N}, got N = {n}")
+    rpb, cache = 1, 0
     if tpr is None:
-        _, tpr, rpb = next(row for row in (HELD_PLAN_VEC4 if vec == 4 else HELD_PLAN_VEC1) if n <= row[0])
-    else:
-        rpb = 1
-    return Held(tpr, math.ceil(n / vec / tpr), vec, rpb)
+        _, tpr, rpb, cache = next(row for row in (HELD_PLAN_VEC4 if vec == 4 else HELD_PLAN_VEC1) if n <= row[0])
+    return Held(tpr, math.ceil(n / vec / tpr), vec, rpb, cache)
 
 
 def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM_COUNT_DEFAULT) -> Launch:

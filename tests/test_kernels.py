@@ -60,7 +60,7 @@ def test_held_plan_keeps_the_row_in_registers():
         for vec in (1, 4):
             h = held_for(n, vec)
             assert h.tpr * h.slots * vec >= n > h.tpr * (h.slots - 1) * vec  # covers the row, no idle slot
-            assert h.slots <= (4 if vec == 4 and n > 1024 else 16) and h.threads <= 1024
+            assert h.slots <= (8 if vec == 4 else 16) and h.threads <= 1024
 
 
 def test_launch_configs():
@@ -69,7 +69,9 @@ def test_launch_configs():
     assert launch_config("ours", 1, 65536).kernel == "ln_block_tree"
     assert launch_config("ours", 4096, 768) == Launch("ln_held<32,6,4,4,0,0>", 1024, 128)
     assert launch_config("ours_2rows", 4096, 768).grid == 512
-    assert launch_config("ours_2rows", 4096, 4096) == Launch("ln_held<256,4,4,2,0,0>", 2048, 512)
+    assert launch_config("ours", 4096, 4096) == Launch("ln_held<256,4,4,1,2,0>", 4096, 256)
+    assert launch_config("ours_nc", 4096, 4096) == Launch("ln_held<256,4,4,1,1,0>", 4096, 256)
+    assert launch_config("ours_2rows", 4096, 4096) == Launch("ln_held<256,4,4,2,2,0>", 2048, 512)
     assert launch_config("ours_gridstride", 4096, 4096, sm_count=132).grid == 8 * 132
     assert launch_config("ours_cs", 4096, 768).kernel.endswith(",2,0>")
 
