@@ -70,12 +70,25 @@ def main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks fo
     _debug["on"] = debug
 
 
+def _write(text: str, output: Path | None) -> None:
+    """Data to ``output`` (written whole, then renamed into place) or to stdout."""
+    if output is None:
+        emit(text)
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    partial = output.with_name(f".{output.name}.partial")
+    partial.write_text(text)
+    partial.replace(output)
+    stderr.print(f"Wrote {output}", markup=False)
+
+
 @app.command()
 @friendly
 def report(
-    paths: Annotated[Optional[list[Path]], typer.Argument(help="Exports (.sqlite or .nsys-rep) or folders of them.", show_default=False)] = None,
-    demo: Annotated[bool, typer.Option("--demo", help="Use the bundled H200 capture (no GPU or nsys needed).")] = False,
+    paths: Annotated[Optional[list[Path]], typer.Argument(help="Exports (.sqlite or .nsys-rep), folders of them, or sweep folders.", show_default=False)] = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Use the bundled H200 sweep (no GPU or nsys needed).")] = False,
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.markdown,
+    issue: Annotated[bool, typer.Option("--issue", help="For one sweep: the markdown comment for an issue thread, with charts.")] = False,
     range_glob: Annotated[Optional[str], typer.Option("--range", help="Keep NVTX ranges matching this glob.")] = None,
     kernel_glob: Annotated[Optional[str], typer.Option("--kernel", help="Keep kernels matching this glob.")] = None,
     names: Annotated[Names, typer.Option(help="Kernel names: demangled (with templates) or short (base name).")] = Names.demangled,
@@ -83,33 +96,66 @@ def report(
     nesting: Annotated[Nesting, typer.Option(help="Attribute to the innermost NVTX range, or to every enclosing one.")] = Nesting.innermost,
     per_file: Annotated[bool, typer.Option("--per-file", help="With several exports, one row per file instead of aggregating.")] = False,
     nsys: Annotated[Optional[Path], typer.Option(help="nsys executable, to export .nsys-rep files (default: $NSYS, then PATH).")] = None,
+    ledger: Annotated[Optional[Path], typer.Option(help="Ledger for bands and history with --issue (default reports/ledger.sqlite).")] = None,
+    charts: Annotated[Optional[Path], typer.Option(help="Folder for the --issue charts (default: <sweep>/charts).")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
-    """Kernel time per NVTX range: instances, total, mean, median, min, max, stddev, p10, p90.
+    """Kernel time per NVTX range, or per implementation and shape for a sweep folder.
 
-    Each kernel is attributed to the NVTX range enclosing the API call that launched it, on the
-    launching thread. Kernels outside every range are reported with an empty range.
+    For exports: instances, total, mean, median, min, max, stddev, p10 and p90 of each kernel per
+    NVTX range. Each kernel belongs to the range enclosing the API call that launched it, on the
+    launching thread; kernels outside every range are reported with an empty range.
+
+    For a sweep folder: one row per (op, impl, shape, l2) with kernel time from the trace and the
+    event span measured with tracing off. With --issue: the comment for an issue thread.
     """
-    from .report import kernel_summary
-    from .resources import demo_capture
+    from .sweep import is_sweep
 
     if not paths and not demo:
-        raise typer.BadParameter("give one or more exports, or --demo", param_hint="PATHS")
+        raise typer.BadParameter("give one or more exports or sweep folders, or --demo", param_hint="PATHS")
+    from .resources import demo_capture, demo_ledger
+
     inputs = [demo_capture()] if demo else list(paths or [])
-    frame = kernel_summary(
-        inputs,
-        range_glob=range_glob,
-        kernel_glob=kernel_glob,
-        names=names.value,
-        include_memops=include_memops,
-        nesting=nesting.value,
-        per_file=per_file,
-        nsys=nsys,
-    )
-    if frame.is_empty():
-        stderr.print("No kernels matched: the table is empty.", markup=False)
+    sweeps = [p for p in inputs if is_sweep(p)]
+    if sweeps and len(sweeps) != len(inputs):
+        raise typer.BadParameter("give either sweep folders or exports, not both", param_hint="PATHS")
+    if issue:
+        if len(sweeps) != 1:
+            raise typer.BadParameter("--issue takes exactly one sweep folder", param_hint="PATHS")
+        from .issue import compose
+        from .ledger import DEFAULT_PATH
+        from .sweep import load
+
+        sweep = load(sweeps[0])
+        ledger_path = ledger or (demo_ledger() if demo else DEFAULT_PATH)
+        charts_dir = charts or (Path("charts") / sweep.id if demo else sweep.path / "charts")
+        base = output.parent if output else sweep.path
+        comment = compose(sweep, ledger_path, charts_dir, link_base=_relative(charts_dir, base))
+        _write(comment.markdown, output)
+        stderr.print(f"Charts in {charts_dir}", markup=False)
+        return
     from .tables import render
 
-    emit(render(frame, fmt))
+    if sweeps:
+        from .sweep import sweep_table
+
+        frame = sweep_table(sweeps)
+    else:
+        from .report import kernel_summary
+
+        frame = kernel_summary(
+            inputs, range_glob=range_glob, kernel_glob=kernel_glob, names=names.value,
+            include_memops=include_memops, nesting=nesting.value, per_file=per_file, nsys=nsys,
+        )
+    if frame.is_empty():
+        stderr.print("No kernels matched: the table is empty.", markup=False)
+    _write(render(frame, fmt), output)
+
+
+def _relative(target: Path, base: Path) -> str:
+    import os
+
+    return os.path.relpath(target.resolve(), base.resolve())
 
 
 capture_app = typer.Typer(help="Run Nsight Systems captures on a GPU.", no_args_is_help=True, rich_markup_mode=None)
@@ -191,6 +237,87 @@ def scrub(
         result = scrub_export(path)
         detail = ", ".join(f"{n} {what}" for what, n in result.changed.items()) or "nothing to remove"
         stderr.print(f"{path}: {detail}", markup=False)
+
+
+ledger_app = typer.Typer(help="The ledger of sweeps: sessions, statistics, rejected variants.", no_args_is_help=True,
+                         rich_markup_mode=None)
+app.add_typer(ledger_app, name="ledger")
+LedgerOption = Annotated[Optional[Path], typer.Option("--ledger", help="Ledger database (default reports/ledger.sqlite).")]
+
+
+@ledger_app.command("add")
+@friendly
+def ledger_add(
+    sweeps: Annotated[list[Path], typer.Argument(help="Sweep folders to add (or replace).")],
+    ledger: LedgerOption = None,
+) -> None:
+    """Add sweeps to the ledger, with their statistics and contention verdict."""
+    from . import ledger as L
+    from .sweep import load
+
+    path = ledger or L.DEFAULT_PATH
+    for folder in sweeps:
+        row = L.add(load(folder), path)
+        state = "quiet" if row["quiet"] else "under load"
+        stderr.print(f"{row['id']}: added to {path} ({state})", markup=False)
+
+
+@ledger_app.command("reject")
+@friendly
+def ledger_reject(
+    variant: Annotated[str, typer.Argument(help="The variant's name.")],
+    metric: Annotated[str, typer.Option(help='What it measured, e.g. "36.49 µs kernel at 4096x4096 vs 34.47".')],
+    why: Annotated[str, typer.Option(help="Why it was not kept.")],
+    sweep: Annotated[Optional[str], typer.Option(help="The sweep the metric comes from.")] = None,
+    ledger: LedgerOption = None,
+) -> None:
+    """Record a variant that was measured and not kept; reports carry a "Rejected so far" table."""
+    from . import ledger as L
+
+    L.reject(ledger or L.DEFAULT_PATH, variant, metric, why, sweep)
+    stderr.print(f"{variant}: recorded as rejected", markup=False)
+
+
+@ledger_app.command("list")
+@friendly
+def ledger_list(
+    fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.markdown,
+    ledger: LedgerOption = None,
+) -> None:
+    """The sessions in the ledger, oldest first."""
+    from . import ledger as L
+    from .tables import render
+
+    emit(render(L.sessions(ledger or L.DEFAULT_PATH), fmt))
+
+
+@app.command()
+@friendly
+def history(
+    shape: Annotated[str, typer.Option(help="Shape, e.g. 4096x768.")],
+    impl: Annotated[str, typer.Option(help="Implementation to follow.")] = "ours",
+    vs: Annotated[str, typer.Option(help="Control it is compared with in each session.")] = "triton",
+    l2: Annotated[L2Mode, typer.Option(help="L2 mode of the sessions.")] = L2Mode.cold,
+    fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.markdown,
+    ledger: LedgerOption = None,
+) -> None:
+    """The pair impl/vs per session, same session each time: "7.84/9.12, 7.84/9.09, ...", then a table."""
+    from kernels.registry import format_shape, parse_shape
+
+    from . import ledger as L
+    from .tables import render
+
+    shape = format_shape(*parse_shape(shape))
+    frame = L.history(ledger or L.DEFAULT_PATH, shape, impl, vs, l2.value).drop_nulls(["impl_ns", "vs_ns"]).rename(
+        {"impl_ns": f"{impl}_ns", "vs_ns": f"{vs}_ns"}
+    )
+    if frame.is_empty():
+        stderr.print(f"No session in the ledger has both {impl} and {vs} at {shape}.", markup=False)
+        return
+    if fmt is Format.markdown:
+        pairs = ", ".join(f"{a / 1000:.2f}/{b / 1000:.2f}" for a, b in zip(frame[f"{impl}_ns"], frame[f"{vs}_ns"], strict=True))
+        emit(f"{impl}/{vs} at {shape}, kernel median µs per session: {pairs}\n\n")
+    emit(render(frame, fmt))
 
 
 def run() -> None:

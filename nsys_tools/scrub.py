@@ -9,7 +9,8 @@ exports are scrubbed before they leave the GPU machine. What goes:
 * ``TARGET_INFO_SYSTEM_ENV``: the device environment and host-name rows deleted;
 * ``StringIds``: every ``NAME=value`` string (environment entries, one per variable or a whole
   block) replaced by a placeholder; home folders rewritten to ``/home/user``;
-* export metadata (``META_DATA_EXPORT``): host, user and input/output paths reduced to names.
+* export metadata (``META_DATA_EXPORT``): host, user and input/output paths reduced to names;
+* the folder nsys was installed in (``TargetInstallDir``), wherever it appears, becomes ``<nsys>``.
 
 The result is written through ``VACUUM INTO``, so deleted rows leave no trace in free pages,
 then renamed over the target. Standard library only: it runs on the GPU machine.
@@ -34,6 +35,7 @@ CAPTURE_BLANK = ("%WORKING_DIR%", "%ARGUMENT%", "DEVICE_DISPLAY_NAME", "%HOSTNAM
 SYSTEM_DROP = ("DeviceEnvironment", "Hostname", "HostName", "UserName", "SystemUID")
 EXPORT_BLANK = ("EXPORT_HOST", "EXPORT_USER")
 EXPORT_PATHS = "EXPORT_PARAM_%PATH%"
+INSTALL_PATH_COLUMNS = (("StringIds", "value"), ("DIAGNOSTIC_EVENT", "text"), ("TARGET_INFO_SYSTEM_ENV", "value"))
 
 
 @dataclass
@@ -70,6 +72,17 @@ def _scrub_connection(con: sqlite3.Connection, report: ScrubReport) -> None:
             CAPTURE_BLANK,
         )
     if "TARGET_INFO_SYSTEM_ENV" in tables:
+        row = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'TargetInstallDir'").fetchone()
+        root = os.path.dirname(row[0].rstrip("/")) if row and row[0] else ""
+        if len(root) > 1:
+            pattern = "%" + root.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            for table, column in INSTALL_PATH_COLUMNS:
+                if table in tables:
+                    run(
+                        "install paths",
+                        f"UPDATE {table} SET {column} = replace({column}, ?, '<nsys>') WHERE {column} LIKE ? ESCAPE '\\'",
+                        (root, pattern),
+                    )
         marks = ",".join("?" * len(SYSTEM_DROP))
         run("system environment rows", f"DELETE FROM TARGET_INFO_SYSTEM_ENV WHERE name IN ({marks})", SYSTEM_DROP)
     for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
