@@ -38,17 +38,19 @@ def launches(ops: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
 def _pushpop_depths(ranges: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """(ranges with their nesting ``depth``, the thread's depth after each open/close event)."""
     pushpop = ranges.filter((pl.col("style") == "pushpop") & (pl.col("end_ns") > pl.col("start_ns")))
-    pushpop = pushpop.with_row_index("rid")
-    opens = pushpop.select("tid", "rid", t="start_ns", delta=pl.lit(1, pl.Int64), tie=-(pl.col("end_ns") - pl.col("start_ns")))
-    closes = pushpop.select("tid", "rid", t="end_ns", delta=pl.lit(-1, pl.Int64), tie=pl.lit(0, pl.Int64))
+    opens = pushpop.select(
+        "tid", "start_ns", "end_ns", "range", "domain",
+        t="start_ns", delta=pl.lit(1, pl.Int64), tie=-(pl.col("end_ns") - pl.col("start_ns")),
+    )
+    closes = pushpop.select("tid", t="end_ns", delta=pl.lit(-1, pl.Int64), tie=pl.lit(0, pl.Int64))
     # At one instant closes come before opens, and an outer range opens before an inner one.
     events = (
-        pl.concat([opens, closes])
+        pl.concat([opens, closes], how="diagonal")
         .sort("t", "delta", "tie")
         .with_columns(depth=pl.col("delta").cum_sum().over("tid"))
     )
-    depth_of = events.filter(pl.col("delta") == 1).select("rid", "depth")
-    return pushpop.join(depth_of, on="rid").sort("start_ns"), events.select("tid", "t", "depth")
+    with_depth = events.filter(pl.col("delta") == 1).select("tid", "depth", "start_ns", "end_ns", "range", "domain")
+    return with_depth.sort("start_ns"), events.select("tid", "t", "depth")
 
 
 def _range_fields(matched: pl.LazyFrame) -> pl.LazyFrame:
@@ -68,7 +70,7 @@ def _pushpop_candidates(ops: pl.LazyFrame, ranges: pl.LazyFrame, nesting: Nestin
     at = calls.sort("api_start_ns").join_asof(
         events, left_on="api_start_ns", right_on="t", by="tid", strategy="backward", check_sortedness=False
     ).filter(pl.col("depth") > 0)
-    right = pushpop.select("tid", "depth", "start_ns", "end_ns", "range", "domain")
+    right = pushpop
     if nesting == "innermost":
         levels = [at]
     else:
@@ -105,7 +107,8 @@ def project(ops: pl.LazyFrame, calls: pl.LazyFrame, ranges: pl.LazyFrame, nestin
     from ``events.nvtx_ranges``. ``innermost`` gives one row per operation; ``all`` gives one
     row per (operation, enclosing range). Operations outside every range keep ``range = ""``.
     """
-    ops = launches(ops, calls).with_row_index("op_id")
+    # The id is assigned before any join: joins need not keep row order, and ``ops`` is read twice.
+    ops = launches(ops.with_row_index("op_id"), calls)
     candidates = pl.concat([_pushpop_candidates(ops, ranges, nesting), _startend_candidates(ops, ranges)])
     if nesting == "innermost":
         candidates = candidates.sort("op_id", "range_start_ns").unique("op_id", keep="last")

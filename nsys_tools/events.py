@@ -38,9 +38,22 @@ def attach_names(ex: Export, df: pl.DataFrame, columns: Mapping[str, str]) -> pl
     return df
 
 
+def cuda_hint(ex: Export) -> str:
+    """Why an export may lack CUDA tables: not traced, or traced with nothing launched."""
+    if ex.has("META_DATA_CAPTURE"):
+        with ex.connect() as con:
+            row = con.execute(
+                "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%COLLECT_CUDA_TRACE' AND value = 'true'"
+            ).fetchone()
+        if row:
+            return "CUDA was traced but no kernel ran: did the program launch GPU work inside the capture range?"
+    return CUDA_HINT
+
+
 def kernels(ex: Export) -> pl.LazyFrame:
     """One row per kernel execution, with launch configuration and resource usage."""
-    ex.require(S.KERNEL, CUDA_HINT)
+    if not ex.has(S.KERNEL):
+        ex.require(S.KERNEL, cuda_hint(ex))
     return ex.select(S.KERNEL, S.KERNEL_FIELDS).with_columns(
         duration_ns=pl.col("end_ns") - pl.col("start_ns")
     )
@@ -75,7 +88,7 @@ def api_calls(ex: Export, launched_from: Iterable[str] = ()) -> pl.LazyFrame:
     calls whose correlation id appears in one of them: the launches, read without the rest."""
     tables = [t for t in (S.RUNTIME, S.DRIVER) if ex.has(t)]
     if not tables:
-        ex.require(S.RUNTIME, CUDA_HINT)
+        ex.require(S.RUNTIME, cuda_hint(ex))
     sources = [t for t in launched_from if ex.has(t)]
     where = ""
     if sources:

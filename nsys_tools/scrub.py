@@ -74,7 +74,7 @@ def _scrub_connection(con: sqlite3.Connection, report: ScrubReport) -> None:
     if "TARGET_INFO_SYSTEM_ENV" in tables:
         row = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'TargetInstallDir'").fetchone()
         root = os.path.dirname(row[0].rstrip("/")) if row and row[0] else ""
-        if len(root) > 1:
+        if len(root) > 1 and root != "<nsys>":
             pattern = "%" + root.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             for table, column in INSTALL_PATH_COLUMNS:
                 if table in tables:
@@ -98,7 +98,7 @@ def _scrub_connection(con: sqlite3.Connection, report: ScrubReport) -> None:
         for sid, value in rows:
             if ENV_ENTRY.search(value):
                 run("environment strings", "UPDATE StringIds SET value = ? WHERE id = ?", (PLACEHOLDER, sid))
-            elif HOME.search(value):
+            elif HOME.sub("/home/user", value) != value:
                 run("home paths", "UPDATE StringIds SET value = ? WHERE id = ?", (HOME.sub("/home/user", value), sid))
 
 

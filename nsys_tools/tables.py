@@ -55,14 +55,30 @@ def _strip_group(text: str, open_: str, close: str, keep_depth: int) -> str:
     return "".join(out)
 
 
+def _last_scope(name: str) -> str:
+    """``ns::inner::kernel<T>`` -> ``kernel<T>``: the part after the last ``::`` outside templates."""
+    depth, cut = 0, 0
+    for i, ch in enumerate(name):
+        depth += (ch == "<") - (ch == ">")
+        if depth == 0 and name.startswith("::", i):
+            cut = i + 2
+    return name[cut:]
+
+
 def shorten(name: str, limit: int = MAX_NAME) -> str:
-    """A readable form of a long kernel name: no return type, no parameter list, templates
-    collapsed, then cut at ``limit`` characters. Short names pass through unchanged."""
+    """A readable form of a long kernel name: no return type, no parameter list, no namespaces,
+    then templates collapsed, then cut at ``limit`` characters. Short names pass through."""
     if len(name) <= limit:
         return name
     short = re.sub(r"^void ", "", name)
-    if short.endswith(")") and "(" in short:
-        short = _strip_group(short, "(", ")", 0).removesuffix("(…)")
+    if short.endswith(")"):  # drop the parameter list: from the "(" matching the last ")"
+        depth = 0
+        for i in range(len(short) - 1, -1, -1):
+            depth += (short[i] == ")") - (short[i] == "(")
+            if depth == 0:
+                short = short[:i]
+                break
+    short = _last_scope(short)
     short = _strip_group(short, "<", ">", 1) if len(short) > limit else short
     short = _strip_group(short, "<", ">", 0) if len(short) > limit else short
     return short if len(short) <= limit else short[: limit - 1] + "…"

@@ -1,0 +1,94 @@
+"""The command line: exit codes 0, 1 and 2, formats, and one real subprocess call."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from nsys_tools.cli import app
+
+from .conftest import FIXTURES
+
+runner = CliRunner()
+NEW = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
+
+
+def test_report_markdown():
+    res = runner.invoke(app, ["report", str(NEW), "--names", "short"])
+    assert res.exit_code == 0
+    assert "| triton/4096x768 | norm\\_kernel | 100 | 546.02 | 5.46 | 5.42 | 5.38 | 8.26 |" in res.stdout
+
+
+def test_report_csv_and_json_columns():
+    res = runner.invoke(app, ["report", str(NEW), "--format", "csv", "--range", "cupy*"])
+    assert res.exit_code == 0
+    lines = res.stdout.splitlines()
+    assert lines[0] == "range,kernel,instances,total_ns,mean_ns,median_ns,min_ns,max_ns,stddev_ns,p10_ns,p90_ns"
+    assert lines[1].startswith("cupy/4096x768,ln_block,100,925121,9251.21,9216.0,9024,13760,")
+    res = runner.invoke(app, ["report", str(NEW), "-f", "json", "--kernel", "norm_kernel"])
+    rows = json.loads(res.stdout)
+    assert [(r["range"], r["instances"]) for r in rows] == [("triton/4096x768", 100), ("", 20)]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["report", "missing.sqlite"], "Error: missing.sqlite: no such file"),
+    (["report", str(FIXTURES / "bad-input" / "no-cuda-trace.sqlite")], "no CUPTI_ACTIVITY_KIND_KERNEL table"),
+    (["report", str(FIXTURES / "bad-input" / "empty.sqlite")], "CUDA was traced but no kernel ran"),
+    (["capture", "sweep", "--shapes", "4096"], "Error: unknown shape '4096'"),
+    (["capture", "sweep", "--impls", "ours,cutlass"], "unknown implementation 'cutlass'"),
+    (["history", "--shape", "4096x768", "--ledger", "no-ledger.sqlite"], "no-ledger.sqlite: no ledger here"),
+])
+def test_bad_input_is_one_line_exit_1(args, message):
+    res = runner.invoke(app, args)
+    assert res.exit_code == 1
+    assert message in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+def test_nsys_missing_names_the_option_and_variable(monkeypatch, tmp_path):
+    monkeypatch.delenv("NSYS", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    res = runner.invoke(app, ["capture", "sweep", "--out", str(tmp_path / "s")])
+    assert res.exit_code == 1 and "--nsys PATH, set $NSYS" in res.stderr
+    assert not (tmp_path / "s").exists()
+
+
+def test_debug_shows_the_traceback():
+    res = runner.invoke(app, ["--debug", "report", "missing.sqlite"])
+    assert res.exit_code == 1 and res.exception is not None
+
+
+def test_usage_errors_exit_2():
+    assert runner.invoke(app, ["report"]).exit_code == 2
+    assert runner.invoke(app, ["report", str(NEW), "--format", "xml"]).exit_code == 2
+    assert runner.invoke(app, ["report", str(NEW), "--issue"]).exit_code == 2
+
+
+def test_no_nvtx_still_reports_kernels():
+    res = runner.invoke(app, ["report", str(FIXTURES / "bad-input" / "no-nvtx.sqlite"), "-f", "json"])
+    assert res.exit_code == 0
+    rows = json.loads(res.stdout)
+    assert rows and {r["range"] for r in rows} == {""}
+
+
+def test_output_file_is_not_clobbered_on_error(tmp_path):
+    out = tmp_path / "table.md"
+    out.write_text("earlier report\n")
+    res = runner.invoke(app, ["report", "missing.sqlite", "-o", str(out)])
+    assert res.exit_code == 1 and out.read_text() == "earlier report\n"
+    res = runner.invoke(app, ["report", str(NEW), "-o", str(out)])
+    assert res.exit_code == 0 and out.read_text().startswith("| range | kernel |")
+
+
+def test_installed_console_script_runs_the_demo():
+    exe = shutil.which("nsys-tools") or str(__import__("pathlib").Path(sys.executable).with_name("nsys-tools"))
+    done = subprocess.run([exe, "report", "--demo", "--format", "csv"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    header, *rows = done.stdout.splitlines()
+    assert header.startswith("op,impl,shape,l2,instances,kernel_median_ns,kernel_p10_ns,kernel_p90_ns")
+    assert len(rows) == 16 and all(r.startswith("layernorm,") for r in rows)

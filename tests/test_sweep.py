@@ -1,0 +1,181 @@
+"""Sweep folders from the H200: per-implementation statistics, verdicts, ledger, issue comment."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from nsys_tools import ledger, sweep, verdict
+from nsys_tools.cli import app
+from nsys_tools.errors import BadExport
+
+SWEEPS = Path(__file__).resolve().parents[1] / "reports" / "sweeps"
+QUIET = SWEEPS / "20261129-183449-quiet"
+QUIET_2 = SWEEPS / "20261129-183620-quiet"
+LOADED = SWEEPS / "20261129-183713-loaded"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def quiet():
+    return sweep.load(QUIET)
+
+
+def test_summary_rows(quiet):
+    s = sweep.summary(quiet)
+    assert s.height == 16
+    assert set(s["impl"]) == {"ours", "triton", "torch", "copy"}
+    assert (s["instances"] == 300).all()  # 3 rounds x 100 calls, one GPU operation each
+    row = s.filter((pl.col("impl") == "triton") & (pl.col("shape") == "4096x768")).row(0, named=True)
+    assert row["kernels"] == "layer_norm_fwd" and row["op"] == "layernorm" and row["l2"] == "cold"
+    assert row["kernel_p10_ns"] <= row["kernel_median_ns"] <= row["kernel_p90_ns"]
+    assert row["span_median_ns"] > row["kernel_median_ns"]  # the span includes the launch the GPU waited for
+    assert row["gbps"] == pytest.approx(row["bytes"] / row["kernel_median_ns"])
+    copy = s.filter(pl.col("impl") == "copy")["kernels"].unique().to_list()
+    assert copy == ["[CUDA memcpy Device-to-Device]"]
+
+
+def test_calls_parse_the_range_convention(quiet):
+    c = quiet.calls
+    assert c.columns == ["start_ns", "duration_ns", "kernel", "op", "impl", "shape", "l2", "round"]
+    assert sorted(c["round"].unique()) == [0, 1, 2]
+    assert c.group_by("impl", "shape", "round").len()["len"].unique().to_list() == [100]
+
+
+def test_json_markdown_csv_carry_the_same_rows():
+    js = json.loads(runner.invoke(app, ["report", str(QUIET), "-f", "json"]).stdout)
+    csv = runner.invoke(app, ["report", str(QUIET), "-f", "csv"]).stdout.splitlines()
+    md = runner.invoke(app, ["report", str(QUIET)]).stdout.splitlines()
+    assert len(js) == len(csv) - 1 == len(md) - 2 == 16
+    need = {"op", "impl", "shape", "l2", "instances", "kernel_median_ns", "kernel_p10_ns", "kernel_p90_ns", "span_median_ns"}
+    assert need <= set(js[0])
+    assert csv[0].split(",")[: len(js[0])] == list(js[0])
+
+
+def test_two_sweeps_side_by_side():
+    res = runner.invoke(app, ["report", str(QUIET), str(QUIET_2), "-f", "json"])
+    rows = json.loads(res.stdout)
+    assert {r["sweep"] for r in rows} == {QUIET.name, QUIET_2.name} and len(rows) == 32
+
+
+def test_not_a_sweep(tmp_path):
+    with pytest.raises(BadExport, match="not a sweep folder"):
+        sweep.load(tmp_path)
+
+
+def test_failed_shapes_are_left_out(tmp_path):
+    folder = tmp_path / "s"
+    shutil.copytree(QUIET, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["shapes"]["4096x4096"] = {"status": "failed", "error": "CaptureError: profiling failed"}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    assert sorted(set(sweep.summary(sweep.load(folder))["shape"])) == ["1024x2048", "4096x768", "8192x768"]
+
+
+def test_quiet_and_loaded_verdicts(quiet):
+    q = verdict.judge(quiet)
+    assert q.quiet and not q.reasons and q.clocks["sm_mhz_median"] == 1980
+    loaded = verdict.judge(sweep.load(LOADED))
+    assert not loaded.quiet
+    assert loaded.reasons[0].startswith("another process was on the GPU (pid ")
+    assert "took more than twice their median" in loaded.reasons[1]
+    assert loaded.tails["outlier_share"].max() > verdict.MAX_OUTLIER_SHARE
+
+
+def test_verdict_flags_low_clocks(tmp_path):
+    folder = tmp_path / "s"
+    shutil.copytree(QUIET, folder)
+    for h in folder.glob("*.harness.json"):
+        data = json.loads(h.read_text())
+        data["clocks"]["sm_mhz"] = [345] * len(data["clocks"]["sm_mhz"])
+        h.write_text(json.dumps(data))
+    v = verdict.judge(sweep.load(folder))
+    assert not v.quiet and "345 MHz" in v.reasons[0]
+
+
+@pytest.fixture(scope="module")
+def book(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
+    res = runner.invoke(app, ["ledger", "add", str(SWEEPS / "20261129-182219-quiet"), str(SWEEPS / "20261129-182342-quiet"),
+                              str(QUIET_2), str(LOADED), "--ledger", str(path)])
+    assert res.exit_code == 0, res.stderr
+    return path
+
+
+def test_ledger_sessions_and_bands(book):
+    s = ledger.sessions(book)
+    assert s.height == 4 and s.filter(pl.col("quiet") == 0)["id"].to_list() == [LOADED.name]
+    b = ledger.bands(book, "NVIDIA H200", "triton", "cold")
+    row = b.filter(pl.col("shape") == "4096x768").row(0, named=True)
+    assert row["sessions"] == 3  # the loaded session does not count
+    medians = ledger.stats(book).filter((pl.col("impl") == "triton") & (pl.col("shape") == "4096x768") & (pl.col("quiet") == 1))
+    assert row["band_lo_ns"] == pytest.approx(medians["kernel_median_ns"].min() * (1 - ledger.BAND_MARGIN))
+    assert row["band_hi_ns"] == pytest.approx(medians["kernel_median_ns"].max() * (1 + ledger.BAND_MARGIN))
+
+
+def test_history_command(book):
+    res = runner.invoke(app, ["history", "--shape", "4096x768", "--impl", "ours", "--vs", "triton", "--ledger", str(book)])
+    assert res.exit_code == 0
+    first = res.stdout.splitlines()[0]
+    assert first.startswith("ours/triton at 4096x768, kernel median µs per session: 7.90/9.15, 7.94/9.17, 7.84/9.09, 7.90/9.12")
+    hist = ledger.history(book, "4096x768", "ours", "triton")
+    assert (hist["ratio"] < 0.9).all()
+
+
+def test_reject_and_issue_comment(book, tmp_path):
+    res = runner.invoke(app, ["ledger", "reject", "ours_regcap", "--metric", "38.36 µs kernel at 4096x4096 vs 34.47",
+                              "--why", "a 32-register cap spills", "--ledger", str(book)])
+    assert res.exit_code == 0
+    out = tmp_path / "comment.md"
+    res = runner.invoke(app, ["report", str(QUIET), "--issue", "--ledger", str(book), "--charts", str(tmp_path / "charts"),
+                              "-o", str(out)])
+    assert res.exit_code == 0, res.stderr
+    md = out.read_text()
+    assert "#### Kernel time, µs: median (p10–p90), from the Nsight Systems trace" in md
+    assert "#### Event span, µs: median (p10–p90), from CUDA events with tracing off" in md
+    assert md.index("Kernel time, µs") < md.index("Event span, µs")
+    assert "Triton's kernel came back at 9.12 µs at 4096x768, inside its band" in md
+    assert "these numbers are usable" in md
+    assert "| ours\\_regcap | 38.36 µs kernel at 4096x4096 vs 34.47 | a 32-register cap spills |" in md
+    assert "- 4096x768: 7.90/9.15, 7.94/9.17, 7.84/9.09, 7.90/9.12*" in md
+    assert "(charts/kernel-time.png)" in md
+    for name in ("kernel-time", "ratio", "history-4096x768"):
+        assert (tmp_path / "charts" / f"{name}.png").stat().st_size > 10_000
+        assert (tmp_path / "charts" / f"{name}.html").exists()
+
+
+def test_loaded_capture_is_flagged(book, tmp_path):
+    res = runner.invoke(app, ["report", str(LOADED), "--issue", "--ledger", str(book), "--charts", str(tmp_path)])
+    assert res.exit_code == 0
+    md = res.stdout
+    assert "But this capture ran under load: another process was on the GPU" in md
+    assert "Quote the range across quiet sessions instead (1024x2048 " in md
+    assert "<details><summary>Contention evidence</summary>" in md
+
+
+def test_ratio_intervals(quiet):
+    from nsys_tools.metrics import ratios
+
+    r = ratios(quiet.calls, "triton")
+    ours = r.filter((pl.col("impl") == "ours") & (pl.col("shape") == "4096x768")).row(0, named=True)
+    assert ours["ci_lo"] <= ours["ratio"] <= ours["ci_hi"] < 1 and ours["distinguishable"]
+    same = ratios(quiet.calls.filter(pl.col("impl") == "triton").with_columns(impl=pl.lit("twin")).vstack(
+        quiet.calls.filter(pl.col("impl") == "triton")), "triton")
+    assert not same["distinguishable"].any()  # identical samples: the interval contains 1
+
+
+def test_chart_specs(quiet):
+    from nsys_tools import charts
+    from nsys_tools.metrics import ratios
+
+    spec = charts.kernel_time(sweep.summary(quiet), ["ours", "triton", "torch", "copy"]).to_dict()
+    assert spec["facet"]["column"]["field"] == "shape" and spec["resolve"]["scale"]["y"] == "independent"
+    layers = spec["spec"]["layer"]
+    assert layers[0]["mark"]["type"] == "bar" and layers[1]["encoding"]["y2"]["field"] == "p90"
+    rspec = charts.ratio(ratios(quiet.calls, "triton"), "triton", ["ours", "triton", "torch", "copy"]).to_dict()
+    assert any(layer.get("encoding", {}).get("y", {}).get("field") == "y" for layer in rspec["layer"])  # the line at 1.0
