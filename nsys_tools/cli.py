@@ -158,6 +158,7 @@ def _relative(target: Path, base: Path) -> str:
     return os.path.relpath(target.resolve(), base.resolve())
 
 
+LedgerOption = Annotated[Optional[Path], typer.Option("--ledger", help="Ledger database (default reports/ledger.sqlite).")]
 capture_app = typer.Typer(help="Run Nsight Systems captures on a GPU.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(capture_app, name="capture")
 
@@ -198,6 +199,7 @@ def capture_sweep(
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Fail instead of waiting when another sweep holds the GPU.")] = False,
     keep_rep: Annotated[bool, typer.Option("--keep-rep", help="Keep the .nsys-rep files (they hold the unscrubbed environment).")] = False,
     commit: Annotated[Optional[str], typer.Option(help="Commit to record when the tree is not a git checkout.")] = None,
+    ledger: LedgerOption = None,
 ) -> None:
     """Profile implementations across shapes in one session, one Nsight Systems capture per shape.
 
@@ -222,7 +224,21 @@ def capture_sweep(
     failed = [s for s, e in manifest["shapes"].items() if e.get("status") != "ok"]
     stderr.print(f"Sweep written to {sweep.out} in {manifest['wall_s']:.1f} s"
                  + (f"; not complete: {', '.join(failed)}" if failed else ""), markup=False)
+    _add_to_ledger(sweep.out, ledger)
     emit(f"{sweep.out}\n")
+
+
+def _add_to_ledger(folder: Path, ledger: Path | None) -> None:
+    """Sweeps add themselves to the ledger where the analysis stack (polars, sqlite-utils) is."""
+    try:
+        from . import ledger as L
+        from .sweep import load
+    except ImportError:
+        stderr.print(f"Not added to the ledger (no polars or sqlite-utils here): run nsys-tools ledger add {folder} "
+                     "where they are installed.", markup=False)
+        return
+    row = L.add(load(folder), ledger or L.DEFAULT_PATH)
+    stderr.print(f"Added to the ledger {ledger or L.DEFAULT_PATH} ({'quiet' if row['quiet'] else 'under load'}).", markup=False)
 
 
 @app.command()
@@ -242,7 +258,6 @@ def scrub(
 ledger_app = typer.Typer(help="The ledger of sweeps: sessions, statistics, rejected variants.", no_args_is_help=True,
                          rich_markup_mode=None)
 app.add_typer(ledger_app, name="ledger")
-LedgerOption = Annotated[Optional[Path], typer.Option("--ledger", help="Ledger database (default reports/ledger.sqlite).")]
 
 
 @ledger_app.command("add")
@@ -318,6 +333,48 @@ def history(
         pairs = ", ".join(f"{a / 1000:.2f}/{b / 1000:.2f}" for a, b in zip(frame[f"{impl}_ns"], frame[f"{vs}_ns"], strict=True))
         emit(f"{impl}/{vs} at {shape}, kernel median µs per session: {pairs}\n\n")
     emit(render(frame, fmt))
+
+
+@app.command()
+@friendly
+def census(
+    op: Annotated[str, typer.Option(help="Operation.")] = "layernorm",
+    shape: Annotated[str, typer.Option(help="Shape the kernels are compiled and launched for.")] = "4096x768",
+    impls: Annotated[str, typer.Option(help="Comma-separated: ours, its variants, triton.")] = "ours,triton",
+    arch: Annotated[str, typer.Option(help="Target architecture.")] = "sm_90",
+    capture: Annotated[Optional[Path], typer.Option(help="A sweep folder or export of this shape to cross-check against.")] = None,
+    fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.markdown,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """The codegen of our kernels against Triton's, compiled for a target with no GPU present.
+
+    Per kernel: launch grid x block, registers, static shared and local memory, global loads and
+    stores by width, barriers, warp shuffles and special-function instructions, read from the
+    SASS with cuobjdump. With --capture, registers, shared memory and launch configuration are
+    checked against what the trace recorded.
+    """
+    from kernels.registry import format_shape, parse_shape
+
+    from . import census as C
+    from .errors import UsageError
+    from .tables import render
+
+    if op != "layernorm":
+        raise UsageError(None, f"unknown op {op!r}", "the census knows: layernorm")
+    shape = format_shape(*parse_shape(shape))
+    table = C.census(shape, [s.strip() for s in impls.split(",") if s.strip()], arch)
+    if capture is not None:
+        table = C.cross_check(table, capture)
+        bad = table.filter(pl_col_nonempty("disagrees"))
+        for r in bad.iter_rows(named=True):
+            stderr.print(f"Warning: {r['impl']}: census and trace disagree on {r['disagrees']}", markup=False)
+    _write(C.markdown(table) if fmt is Format.markdown else render(table, fmt), output)
+
+
+def pl_col_nonempty(name: str):
+    import polars as pl
+
+    return pl.col(name).is_not_null() & (pl.col(name) != "")
 
 
 def run() -> None:

@@ -126,6 +126,22 @@ def test_sweep_records_failures_and_resumes(fake_nsys, tmp_path, monkeypatch):
     assert sweep_reader.summary(sweep_reader.load(out)).height == 16
 
 
+def test_cli_sweep_adds_itself_to_the_ledger(fake_nsys, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from nsys_tools import ledger
+    from nsys_tools.cli import app
+
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr("capture.sweep.smi_snapshot", lambda index=0: {"name": "NVIDIA H200"})
+    res = CliRunner().invoke(app, ["capture", "sweep", "--shapes", "4096x768", "--nsys", str(fake_nsys),
+                                   "--out", str(tmp_path / "s"), "--ledger", str(tmp_path / "l.sqlite")])
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.strip() == str(tmp_path / "s")
+    assert "4096x768 done" in res.stderr and "Added to the ledger" in res.stderr
+    assert ledger.sessions(tmp_path / "l.sqlite")["id"].to_list() == ["s"]
+
+
 def test_unsupported_shapes_are_recorded(fake_nsys, tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
     monkeypatch.setattr("capture.sweep.smi_snapshot", lambda index=0: {})
