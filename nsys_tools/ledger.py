@@ -93,22 +93,29 @@ def stats(path: Path = DEFAULT_PATH) -> pl.DataFrame:
     return pl.DataFrame(rows.fetchall(), schema=cols, orient="row", infer_schema_length=None)
 
 
-def bands(path: Path, gpu: str, control: str, l2: str, exclude: str | None = None) -> pl.DataFrame:
-    """Per shape: the control's band (``band_lo_ns``, ``band_hi_ns``) from quiet sessions."""
+def no_bands() -> pl.DataFrame:
+    return pl.DataFrame(schema={"shape": pl.String, "band_lo_ns": pl.Float64, "band_hi_ns": pl.Float64, "sessions": pl.UInt32,
+                                "lo": pl.Float64, "hi": pl.Float64})
+
+
+def quiet_range(path: Path, gpu: str, impl: str, l2: str, exclude: str | None = None) -> pl.DataFrame:
+    """Per shape: ``impl``'s kernel median over quiet sessions: ``lo``, ``hi`` and ``sessions``."""
     if not Path(path).exists():
-        return pl.DataFrame(schema={"shape": pl.String, "band_lo_ns": pl.Float64, "band_hi_ns": pl.Float64, "sessions": pl.UInt32})
+        return no_bands()
     df = stats(path).filter(
-        (pl.col("gpu") == gpu) & (pl.col("impl") == control) & (pl.col("l2") == l2)
+        (pl.col("gpu") == gpu) & (pl.col("impl") == impl) & (pl.col("l2") == l2)
         & (pl.col("quiet") == 1) & (pl.col("session_id") != (exclude or ""))
     )
+    return df.group_by("shape").agg(lo=pl.col("kernel_median_ns").min(), hi=pl.col("kernel_median_ns").max(), sessions=pl.len())
+
+
+def bands(path: Path, gpu: str, control: str, l2: str, exclude: str | None = None) -> pl.DataFrame:
+    """Per shape: the control's band (``band_lo_ns``, ``band_hi_ns``) from quiet sessions."""
     return (
-        df.group_by("shape")
-        .agg(
-            band_lo_ns=pl.col("kernel_median_ns").min() * (1 - BAND_MARGIN),
-            band_hi_ns=pl.col("kernel_median_ns").max() * (1 + BAND_MARGIN),
-            sessions=pl.len(),
-        )
+        quiet_range(path, gpu, control, l2, exclude)
         .filter(pl.col("sessions") >= BAND_MIN_SESSIONS)
+        .with_columns(band_lo_ns=pl.col("lo") * (1 - BAND_MARGIN), band_hi_ns=pl.col("hi") * (1 + BAND_MARGIN))
+        .select("shape", "band_lo_ns", "band_hi_ns", "sessions")
     )
 
 

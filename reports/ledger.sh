@@ -1,0 +1,31 @@
+#!/bin/bash
+# Rebuilds reports/ledger.sqlite from the committed sweeps and the variants measured and not kept.
+# Every metric below is a kernel median from the named sweep (same session as what it is compared with).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+L=reports/ledger.sqlite
+rm -f "$L"
+nsys-tools ledger add reports/sweeps/* --ledger "$L"
+V=20261129-183534-variants
+reject() { nsys-tools ledger reject --ledger "$L" "$@"; }
+reject ours_nc --sweep $V --metric "35.20 µs at 4096x4096 vs ours 34.50; 15.33 vs 15.01 at 8192x768" \
+  --why "ld.global.nc adds nothing: the compiler already emits LDG.E.CONSTANT for the const __restrict__ input"
+reject ours_pf --sweep $V --metric "35.39 µs at 4096x4096 vs 34.50; 15.49 vs 15.01 at 8192x768" \
+  --why "asking the L2 for 256-byte blocks (ld.global.L2::256B) is slower at every shape"
+reject ours_2rows --sweep $V --metric "36.48 µs at 4096x4096 vs 34.50; 6.02 vs 5.73 at 1024x2048" \
+  --why "two rows per block halves the blocks but not the work per SM; narrow rows already run four to a block"
+reject ours_gridstride --sweep $V --metric "36.86 µs at 4096x4096 vs 34.50; 15.20 vs 15.01 at 8192x768" \
+  --why "8 blocks per SM striding over rows: no launch cost worth amortising, and the tail waits on the slowest stride"
+reject ours_regcap --sweep $V --metric "38.37 µs at 4096x4096 vs 34.50; 9.06 vs 7.94 at 4096x768" \
+  --why "__launch_bounds__ asking for a full SM of blocks caps registers at 32 and the row no longer fits"
+reject staged_t256 --sweep $V --metric "35.46 µs at 4096x4096 vs 34.50; 16.26 vs 7.94 at 4096x768" \
+  --why "the row staged in shared memory by cp.async frees registers but the shared round trip costs more"
+reject row_held --sweep $V --metric "9.31 µs at 4096x768 vs 7.94; 16.74 vs 15.01 at 8192x768" \
+  --why "the seed's 128-thread layout (a quad plus a masked tail slot) loses to one warp per row holding six quads"
+reject held_t512 --sweep 20261129-182904-candidates --metric "37.41 µs at 4096x4096 vs 34.50 (held_t256_c2)" \
+  --why "512 threads per row keep fewer rows in flight per SM than 256"
+reject held_t32_r1 --sweep 20261129-182742-candidates --metric "14.37 µs at 8192x768 vs 15.01 (r4), but 8.58 vs 7.87 at 4096x768" \
+  --why "one row per block wins at 8192 rows and loses at 4096; the dispatcher keys on N only (open)"
+reject held_t256_c4 --sweep 20261129-182726-candidates --metric "35.71 µs at 4096x4096 vs 34.77 (streaming loads and stores)" \
+  --why "streaming stores alone recover less than streaming loads and stores together"
+nsys-tools ledger list --ledger "$L" --format csv > /dev/null
