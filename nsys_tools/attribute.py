@@ -19,11 +19,12 @@ import polars as pl
 
 Nesting = Literal["innermost", "all"]
 
-RANGE_COLUMNS = ("range", "domain", "range_start_ns", "range_end_ns")
+RANGE_COLUMNS = ("range", "domain")
 
 
 def launches(ops: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
-    """Add the launching call (``tid, api_start_ns, api_end_ns``) to each operation.
+    """Replace each operation's ``pid, correlation_id`` by its launching call's ``tid,
+    api_start_ns, api_end_ns``.
 
     Correlation ids are unique within a process; the match also checks the process where the
     operation records it. Operations with no launching call keep null call columns.
@@ -32,7 +33,7 @@ def launches(ops: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
     joined = ops.join(calls, on="correlation_id", how="left").filter(
         pl.col("pid").is_null() | pl.col("call_pid").is_null() | (pl.col("pid") == pl.col("call_pid"))
     )
-    return joined.drop("call_pid")
+    return joined.drop("call_pid", "pid", "correlation_id")
 
 
 def _pushpop_depths(ranges: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
@@ -100,6 +101,22 @@ def _startend_candidates(ops: pl.LazyFrame, ranges: pl.LazyFrame) -> pl.LazyFram
     return _range_fields(matched)
 
 
+def _innermost_pushpop(ops: pl.LazyFrame, ranges: pl.LazyFrame) -> pl.LazyFrame:
+    """The common case in one pass: push/pop ranges only, innermost wanted. Two as-of joins on
+    the operations sorted by launch time: the depth the call was made at, then the range."""
+    pushpop, events = _pushpop_depths(ranges)
+    right = pushpop.select("tid", "depth", "range", "domain", range_start_ns="start_ns", range_end_ns="end_ns")
+    inside = (pl.col("range_end_ns") >= pl.col("api_end_ns")).fill_null(False)
+    return (
+        ops.sort("api_start_ns", nulls_last=True)
+        .join_asof(events, left_on="api_start_ns", right_on="t", by="tid", strategy="backward", check_sortedness=False)
+        .join_asof(right, left_on="api_start_ns", right_on="range_start_ns", by=["tid", "depth"], strategy="backward",
+                   check_sortedness=False)
+        .with_columns(range=pl.when(inside).then(pl.col("range")).otherwise(pl.lit("")), domain=pl.when(inside).then(pl.col("domain")))
+        .drop("t", "depth", "range_start_ns", "range_end_ns")
+    )
+
+
 def project(ops: pl.LazyFrame, calls: pl.LazyFrame, ranges: pl.LazyFrame, nesting: Nesting = "innermost") -> pl.LazyFrame:
     """Attribute each operation in ``ops`` to its enclosing NVTX range(s).
 
@@ -107,13 +124,15 @@ def project(ops: pl.LazyFrame, calls: pl.LazyFrame, ranges: pl.LazyFrame, nestin
     from ``events.nvtx_ranges``. ``innermost`` gives one row per operation; ``all`` gives one
     row per (operation, enclosing range). Operations outside every range keep ``range = ""``.
     """
+    if nesting == "innermost" and ranges.filter(pl.col("style") == "startend").select(pl.len()).collect().item() == 0:
+        return _innermost_pushpop(launches(ops, calls), ranges)
     # The id is assigned before any join: joins need not keep row order, and ``ops`` is read twice.
     ops = launches(ops.with_row_index("op_id"), calls)
     candidates = pl.concat([_pushpop_candidates(ops, ranges, nesting), _startend_candidates(ops, ranges)])
     if nesting == "innermost":
         candidates = candidates.sort("op_id", "range_start_ns").unique("op_id", keep="last")
     return (
-        ops.join(candidates, on="op_id", how="left")
+        ops.join(candidates.select("op_id", *RANGE_COLUMNS), on="op_id", how="left")
         .with_columns(pl.col("range").fill_null(""))
         .drop("op_id")
     )

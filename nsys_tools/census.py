@@ -227,7 +227,7 @@ def cross_check(table: pl.DataFrame, capture: Path) -> pl.DataFrame:
     cols = ["pid", "correlation_id", "registers_per_thread", "static_shared_bytes", "grid_x", "block_x"]
     ops = events.kernels(ex).select(cols)
     found = (
-        attribute.project(ops, events.api_calls(ex, launched_from=["CUPTI_ACTIVITY_KIND_KERNEL"]), events.nvtx_ranges(ex))
+        attribute.project(ops, events.launch_calls(ex, ops), events.nvtx_ranges(ex))
         .filter(pl.col("range").str.contains(RANGE_REGEX))
         .collect()
         .pipe(parse_ranges)

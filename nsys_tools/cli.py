@@ -141,12 +141,18 @@ def report(
 
         frame = sweep_table(sweeps)
     else:
-        from .report import kernel_summary
+        from rich.progress import Progress
 
-        frame = kernel_summary(
-            inputs, range_glob=range_glob, kernel_glob=kernel_glob, names=names.value,
-            include_memops=include_memops, nesting=nesting.value, per_file=per_file, nsys=nsys,
-        )
+        from .report import expand_inputs, kernel_summary
+
+        files = expand_inputs(inputs)
+        with Progress(console=stderr, transient=True, disable=len(files) < 2) as bar:
+            task = bar.add_task("Reading exports", total=len(files))
+            frame = kernel_summary(
+                files, range_glob=range_glob, kernel_glob=kernel_glob, names=names.value,
+                include_memops=include_memops, nesting=nesting.value, per_file=per_file, nsys=nsys,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
     if frame.is_empty():
         stderr.print("No kernels matched: the table is empty.", markup=False)
     _write(render(frame, fmt), output)
@@ -375,6 +381,30 @@ def pl_col_nonempty(name: str):
     import polars as pl
 
     return pl.col(name).is_not_null() & (pl.col(name) != "")
+
+
+@app.command()
+@friendly
+def bench(
+    kernels: Annotated[str, typer.Option(help="Comma-separated export sizes, in kernels.")] = "300000,3000000",
+    source: Annotated[Optional[Path], typer.Option(help="Real export to replicate (default: the bundled sweep's 4096x768).")] = None,
+    workdir: Annotated[Path, typer.Option(help="Where the large exports are built (and kept for the next run).")] = Path("bench-exports"),
+    nsys: Annotated[Optional[Path], typer.Option(help="nsys for the baseline (default: $NSYS, then PATH; else plain SQL).")] = None,
+    fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.markdown,
+) -> None:
+    """Time nsys-tools report on large exports against nsys stats (or plain SQL), with peak memory.
+
+    Exports of the given sizes are built by replicating a real capture's CUDA and NVTX activity
+    with shifted times and fresh correlation ids, so schema and attribution stay real.
+    """
+    from . import bench as B
+    from .resources import demo_capture
+    from .tables import render
+
+    sizes = [int(k) for k in kernels.split(",") if k.strip()]
+    table = B.run(sizes, source or demo_capture() / "4096x768.sqlite", workdir, nsys,
+                  progress=lambda msg: stderr.print(msg, markup=False))
+    emit(render(table, fmt))
 
 
 def run() -> None:

@@ -21,11 +21,10 @@ NO_END = (1 << 63) - 1  # an NVTX range still open when the capture stopped
 
 def strings(ex: Export, ids: Iterable[int]) -> pl.DataFrame:
     """``StringIds`` rows for ``ids`` only: the one place string ids become text."""
-    wanted = sorted({int(i) for i in ids if i is not None})
+    wanted = json.dumps(sorted({int(i) for i in ids if i is not None}))
     return ex.fetch(
-        f"SELECT id, value FROM {S.STRINGS} WHERE id IN (SELECT value FROM json_each(?))",
+        f"SELECT id, value FROM {S.STRINGS} WHERE id IN (SELECT value FROM json_each('{wanted}'))",
         {"id": pl.Int64, "value": pl.String},
-        (json.dumps(wanted),),
     )
 
 
@@ -50,13 +49,14 @@ def cuda_hint(ex: Export) -> str:
     return CUDA_HINT
 
 
-def kernels(ex: Export) -> pl.LazyFrame:
-    """One row per kernel execution, with launch configuration and resource usage."""
+def kernels(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
+    """One row per kernel execution, with launch configuration and resource usage (or only
+    ``columns`` of them, read alone: exports hold millions of kernels)."""
     if not ex.has(S.KERNEL):
         ex.require(S.KERNEL, cuda_hint(ex))
-    return ex.select(S.KERNEL, S.KERNEL_FIELDS).with_columns(
-        duration_ns=pl.col("end_ns") - pl.col("start_ns")
-    )
+    wanted = set(columns or [f.name for f in S.KERNEL_FIELDS]) | {"start_ns", "end_ns"}
+    fields = [f for f in S.KERNEL_FIELDS if f.name in wanted]
+    return ex.select(S.KERNEL, fields).with_columns(duration_ns=pl.col("end_ns") - pl.col("start_ns"))
 
 
 def memops(ex: Export) -> pl.LazyFrame:
@@ -83,19 +83,42 @@ def memops(ex: Export) -> pl.LazyFrame:
     return pl.concat(frames, how="vertical").with_columns(duration_ns=pl.col("end_ns") - pl.col("start_ns"))
 
 
-def api_calls(ex: Export, launched_from: Iterable[str] = ()) -> pl.LazyFrame:
-    """CUDA runtime and driver API calls. With ``launched_from`` (activity tables), only the
-    calls whose correlation id appears in one of them: the launches, read without the rest."""
+# API calls that enqueue GPU work are named like these; ``launch_calls`` falls back to an exact
+# lookup for any operation whose call is not among them.
+LAUNCH_NAMES = ("%Launch%", "%Memcpy%", "%Memset%", "%Prefetch%")
+
+
+def api_calls(ex: Export, *, launches_only: bool = False, correlation_ids: Iterable[int] | None = None,
+              columns: Iterable[str] | None = None) -> pl.LazyFrame:
+    """CUDA runtime and driver API calls: all of them, only those named like launches (a cheap
+    filter on the name id), or those with the given correlation ids (a scan of the table);
+    ``columns`` reads only those (``tid`` is always read, for ``pid``)."""
+    columns = None if columns is None else {*columns, "tid"}
     tables = [t for t in (S.RUNTIME, S.DRIVER) if ex.has(t)]
     if not tables:
         ex.require(S.RUNTIME, cuda_hint(ex))
-    sources = [t for t in launched_from if ex.has(t)]
     where = ""
-    if sources:
-        ids = " UNION ALL ".join(f"SELECT correlationId FROM {t}" for t in sources)
-        where = f"correlationId IN ({ids})"
-    frames = [ex.select(t, S.API_FIELDS, where) for t in tables]
+    if launches_only:
+        names = " OR ".join(f"value LIKE '{p}'" for p in LAUNCH_NAMES)
+        where = f"nameId IN (SELECT id FROM {S.STRINGS} WHERE {names})"
+    if correlation_ids is not None:
+        wanted = json.dumps(sorted({int(i) for i in correlation_ids}))
+        where = f"correlationId IN (SELECT value FROM json_each('{wanted}'))"
+    fields = S.API_FIELDS if columns is None else [f for f in S.API_FIELDS if f.name in columns]
+    frames = [ex.select(t, fields, where) for t in tables]
     return pl.concat(frames, how="vertical").with_columns(pid=_pid(pl.col("tid")))
+
+
+def launch_calls(ex: Export, ops: pl.LazyFrame) -> pl.LazyFrame:
+    """The API calls that launched ``ops``: the launch-named calls, plus an exact lookup of the
+    correlation ids still missing (none, in every export seen so far). A correlation id names
+    one call in a process, so each operation matches at most one of them."""
+    cols = ("api_start_ns", "api_end_ns", "tid", "correlation_id")
+    calls = api_calls(ex, launches_only=True, columns=cols)
+    missing = ops.join(calls, on="correlation_id", how="anti").select(pl.col("correlation_id").drop_nulls().unique()).collect()
+    if missing.height:
+        calls = pl.concat([calls, api_calls(ex, correlation_ids=missing["correlation_id"], columns=cols)])
+    return calls
 
 
 def _pid(tid: pl.Expr) -> pl.Expr:

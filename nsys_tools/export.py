@@ -14,12 +14,14 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from .errors import BadExport, MissingTable, NsysNotFound
 from .schema import STRINGS, Field
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+PARTITION_ROWS = 500_000  # tables larger than this are read in parallel rowid partitions
 
 
 def find_nsys(explicit: str | Path | None = None, *, needed_for: str | Path | None = None) -> Path:
@@ -103,35 +105,57 @@ class Export:
     def connect(self) -> sqlite3.Connection:
         return _connect(self.path)
 
-    def fetch(self, sql: str, schema: dict[str, object], params: Sequence[object] = ()):
-        """Run ``sql`` and return a polars DataFrame with ``schema`` (column name -> dtype)."""
+    @property
+    def uri(self) -> str:
+        return "sqlite://" + quote(str(self.path.resolve()))
+
+    def rows(self, table: str) -> int:
+        """An upper bound on the rows of ``table`` (its largest rowid), without a scan."""
+        with self.connect() as con:
+            return con.execute(f"SELECT coalesce(max(rowid), 0) FROM {table}").fetchone()[0]
+
+    def fetch(self, sql: str | list[str], schema: dict[str, object]):
+        """Run ``sql`` (or its partitions, in parallel) and return a DataFrame with ``schema``:
+        columns cast to their dtype, columns the query lacks added as nulls. Results of large
+        exports come from, and go to, the Parquet cache beside the export."""
         import polars as pl
 
-        try:
-            with self.connect() as con:
-                rows = con.execute(sql, params).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise BadExport(self.source, f"cannot be read ({exc})", "the file may be truncated or corrupt") from exc
-        return pl.DataFrame(rows, schema=schema, orient="row")
+        from . import cache
 
-    def projection(self, table: str, fields: Iterable[Field]) -> tuple[str, dict[str, object]]:
-        """SELECT list for ``fields`` from ``table``: present columns by name, absent ones as NULL."""
+        hit = cache.load(self, sql)
+        if hit is not None:
+            return hit
+        try:
+            df = pl.read_database_uri(sql, self.uri, engine="connectorx")
+        except RuntimeError as exc:
+            raise BadExport(self.source, f"cannot be read ({exc})", "the file may be truncated or corrupt") from exc
+        df = df.select(pl.col(c).cast(t) if c in df.columns else pl.lit(None, t).alias(c) for c, t in schema.items())
+        cache.store(self, sql, df)
+        return df
+
+    def select(self, table: str, fields: Iterable[Field], where: str = ""):
+        """Read ``fields`` of ``table`` as a LazyFrame; ``where`` is an optional SQL filter.
+
+        Columns this export lacks come back as nulls; large tables are read in rowid
+        partitions, one per core."""
         import polars as pl
 
         dtypes = {"int": pl.Int64, "str": pl.String, "float": pl.Float64}
         present = self.tables.get(table, frozenset())
-        parts, schema = [], {}
+        cols, schema = [], {}
         for fld in fields:
             src = next((s for s in fld.sources if s in present), None)
-            parts.append(f'"{src}" AS {fld.name}' if src else f"NULL AS {fld.name}")
+            if src:
+                cols.append(f'"{src}" AS {fld.name}')
             schema[fld.name] = dtypes[fld.dtype]
-        return ", ".join(parts), schema
-
-    def select(self, table: str, fields: Iterable[Field], where: str = "", params: Sequence[object] = ()):
-        """Read ``fields`` of ``table`` as a LazyFrame; ``where`` is an optional SQL filter."""
-        cols, schema = self.projection(table, fields)
-        sql = f"SELECT {cols} FROM {table}" + (f" WHERE {where}" if where else "")
-        return self.fetch(sql, schema, params).lazy()
+        sql = f"SELECT {', '.join(cols) or 'rowid'} FROM {table}" + (f" WHERE ({where})" if where else "")
+        n = self.rows(table)
+        parts = min(os.cpu_count() or 1, 8) if n > PARTITION_ROWS else 1
+        if parts > 1:
+            step = -(-n // parts)
+            glue = " AND " if where else " WHERE "
+            sql = [f"{sql}{glue}rowid > {k * step} AND rowid <= {(k + 1) * step}" for k in range(parts)]
+        return self.fetch(sql, schema).lazy()
 
 
 def _connect(path: Path) -> sqlite3.Connection:

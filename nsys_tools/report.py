@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
 import polars as pl
 
-from . import attribute, events, metrics
+from . import attribute, cache, events, metrics
 from . import schema as S
 from .errors import BadExport
 from .export import REPORT_SUFFIXES, Export, open_export
@@ -39,24 +42,27 @@ def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
 def gpu_ops(ex: Export, *, names: Names = "demangled", include_memops: bool = False) -> pl.LazyFrame:
     """Kernels (and optionally memory operations) as ``name_id``/``label`` rows with times.
 
-    Kernels keep their string id in ``name_id``; memory operations carry a literal ``label``
-    such as ``[CUDA memcpy Device-to-Device]``, as nsys names them.
+    Kernels keep their string id in ``name_id``; memory operations (``include_memops``) carry a
+    literal ``label`` such as ``[CUDA memcpy Device-to-Device]``, as nsys names them.
     """
     id_col = "short_name_id" if names == "short" else "demangled_name_id"
-    cols = ["pid", "correlation_id", "device_id", "stream_id", "start_ns", "end_ns", "duration_ns"]
-    frames = [events.kernels(ex).select(*cols, name_id=id_col, label=pl.lit(None, pl.String))]
-    if include_memops:
-        label = pl.when(pl.col("op") == "memcpy").then(pl.format("[CUDA memcpy {}]", "copy_kind")).otherwise(pl.lit("[CUDA memset]"))
-        frames.append(events.memops(ex).select(*cols, name_id=pl.lit(None, pl.Int64), label=label))
-    return pl.concat(frames, how="vertical")
+    cols = ["pid", "correlation_id", "start_ns", "end_ns", "duration_ns"]
+    kernels = events.kernels(ex, [*cols, id_col]).select(*cols, name_id=id_col)
+    if not include_memops:
+        return kernels
+    label = pl.when(pl.col("op") == "memcpy").then(pl.format("[CUDA memcpy {}]", "copy_kind")).otherwise(pl.lit("[CUDA memset]"))
+    memops = events.memops(ex).select(*cols, name_id=pl.lit(None, pl.Int64), label=label)
+    return pl.concat([kernels, memops], how="diagonal")
 
 
 def attributed(ex: Export, *, names: Names = "demangled", include_memops: bool = False,
-               nesting: attribute.Nesting = "innermost") -> pl.LazyFrame:
-    """``gpu_ops`` with the enclosing NVTX ``range`` of each operation."""
-    sources = [S.KERNEL] + ([S.MEMCPY, S.MEMSET] if include_memops else [])
+               nesting: attribute.Nesting = "innermost", keep: Iterable[str] | None = None) -> pl.LazyFrame:
+    """``gpu_ops`` with the enclosing NVTX ``range`` of each operation; ``keep`` narrows the
+    operation columns carried along (exports hold millions of operations)."""
     ops = gpu_ops(ex, names=names, include_memops=include_memops)
-    return attribute.project(ops, events.api_calls(ex, launched_from=sources), events.nvtx_ranges(ex), nesting)
+    if keep is not None:
+        ops = ops.select(*dict.fromkeys(["pid", "correlation_id", *keep]))
+    return attribute.project(ops, events.launch_calls(ex, ops), events.nvtx_ranges(ex), nesting)
 
 
 def glob_regex(pattern: str) -> str:
@@ -82,9 +88,27 @@ def glob_regex(pattern: str) -> str:
 
 def _name(df: pl.DataFrame, ex: Export) -> pl.DataFrame:
     """Attach kernel names to ``name_id`` and merge them with the memory-operation labels."""
-    return events.attach_names(ex, df, {"name_id": "name"}).with_columns(
-        kernel=pl.coalesce("label", "name")
-    ).drop("name", "name_id", "label")
+    named = events.attach_names(ex, df, {"name_id": "name"})
+    kernel = pl.coalesce("label", "name") if "label" in df.columns else pl.col("name")
+    return named.with_columns(kernel=kernel).drop("name", "name_id", "label", strict=False)
+
+
+def _per_file(path: Path, *, nsys, names: Names, include_memops: bool, nesting: attribute.Nesting, whole: bool) -> pl.DataFrame:
+    """One export's contribution: its summary (``whole``) or its named rows, through the cache."""
+    ex = open_export(path, nsys)
+    label = ["label"] if include_memops else []
+    options = f"names={names} memops={include_memops} nesting={nesting}"
+
+    def ops() -> pl.LazyFrame:
+        return attributed(ex, names=names, include_memops=include_memops, nesting=nesting, keep=("name_id", *label, "duration_ns"))
+
+    if whole:
+        frame = cache.memo(ex, f"report summary {options}",
+                           lambda: _name(metrics.summarize(ops(), ["range", "name_id", *label]).collect(), ex))
+    else:
+        frame = cache.memo(ex, f"report rows {options}",
+                           lambda: _name(ops().select("range", "name_id", *label, "duration_ns").collect(), ex))
+    return frame.with_columns(file=pl.lit(str(path)))
 
 
 def kernel_summary(
@@ -97,25 +121,24 @@ def kernel_summary(
     nesting: attribute.Nesting = "innermost",
     per_file: bool = False,
     nsys: str | Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> pl.DataFrame:
     """Statistics per (range, kernel) over ``paths`` (files or folders of exports).
 
     One export: grouped on string ids, names attached to the few result rows. Several exports:
-    string ids differ between files, so names are attached per file before grouping; rows are
-    aggregated across files, or kept apart with ``per_file`` (a leading ``file`` column).
+    read in parallel (``progress(done, total)`` after each); string ids differ between files,
+    so names are attached per file before grouping; rows are aggregated across files, or kept
+    apart with ``per_file`` (a leading ``file`` column).
     """
     files = expand_inputs(paths)
     keyed = ["file"] if per_file else []
+    work = partial(_per_file, nsys=nsys, names=names, include_memops=include_memops, nesting=nesting, whole=len(files) == 1)
     parts = []
-    for path in files:
-        ex = open_export(path, nsys)
-        ops = attributed(ex, names=names, include_memops=include_memops, nesting=nesting)
-        if len(files) == 1:
-            summary = metrics.summarize(ops, ["range", "name_id", "label"]).collect()
-            parts.append(_name(summary, ex).with_columns(file=pl.lit(str(path))))
-        else:
-            rows = ops.select("range", "name_id", "label", "duration_ns").collect()
-            parts.append(_name(rows, ex).with_columns(file=pl.lit(str(path))))
+    with ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, len(files))) as pool:
+        for part in pool.map(work, files):
+            parts.append(part)
+            if progress:
+                progress(len(parts), len(files))
     frame = pl.concat(parts, how="vertical")
     if len(files) > 1:
         frame = metrics.summarize(frame.lazy(), [*keyed, "range", "kernel"]).collect()

@@ -66,7 +66,8 @@ class Sweep:
         frames = []
         for shape in self.shapes:
             ex = open_export(self.export(shape))
-            ops = attributed(ex, names="short", include_memops=True).filter(pl.col("range").str.contains(RANGE_REGEX))
+            ops = attributed(ex, names="short", include_memops=True, keep=("name_id", "label", "start_ns", "duration_ns"))
+            ops = ops.filter(pl.col("range").str.contains(RANGE_REGEX))
             frames.append(ops.select("range", "name_id", "label", "start_ns", "duration_ns").collect().pipe(_named, ex))
         if not frames:
             return pl.DataFrame(schema={**{k: pl.String for k in KEYS}, "round": pl.Int64, "kernel": pl.String,
@@ -87,11 +88,9 @@ class Sweep:
 
 
 def _named(df: pl.DataFrame, ex) -> pl.DataFrame:
-    from .events import attach_names
+    from .report import _name
 
-    return attach_names(ex, df, {"name_id": "name"}).select(
-        "range", "start_ns", "duration_ns", kernel=pl.coalesce("label", "name")
-    )
+    return _name(df, ex).select("range", "start_ns", "duration_ns", "kernel")
 
 
 def parse_ranges(df: pl.DataFrame) -> pl.DataFrame:

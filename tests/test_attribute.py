@@ -16,7 +16,7 @@ EXPORT = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
 def _parts():
     ex = open_export(EXPORT)
     ops = gpu_ops(ex)
-    calls = events.api_calls(ex, launched_from=["CUPTI_ACTIVITY_KIND_KERNEL"])
+    calls = events.launch_calls(ex, ops)
     return ex, ops, calls
 
 

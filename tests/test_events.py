@@ -40,10 +40,14 @@ def test_memops(ex):
 def test_api_calls(ex):
     calls = events.api_calls(ex).collect()
     assert calls.height > 4000
-    launches = events.api_calls(ex, launched_from=["CUPTI_ACTIVITY_KIND_KERNEL"]).collect()
+    named = events.attach_names(ex, events.api_calls(ex, launches_only=True).collect(), {"api_name_id": "api"})
+    assert set(named["api"]) == {"cudaLaunchKernel_v7000", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync_v3020",
+                                 "cudaMemsetAsync_v3020"}
+    ops = events.kernels(ex).select("pid", "correlation_id")
+    launches = events.launch_calls(ex, ops).join(ops, on="correlation_id", how="semi").collect()
     assert launches.height == 381
-    names = events.attach_names(ex, launches, {"api_name_id": "api"})
-    assert set(names["api"]) <= {"cudaLaunchKernel_v7000", "cuLaunchKernel", "cuLaunchKernelEx"}
+    exact = events.api_calls(ex, correlation_ids=ops.collect()["correlation_id"]).collect()
+    assert sorted(exact["correlation_id"]) == sorted(launches["correlation_id"])
 
 
 def test_nvtx_ranges(ex):

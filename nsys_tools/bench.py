@@ -1,0 +1,155 @@
+"""Benchmark ``nsys-tools report`` on large exports against ``nsys stats`` or a plain SQL baseline.
+
+For each size it builds (once) an export of that many kernels by replicating a real capture
+(``bigexport.replicate``), then times, each in a fresh process with its peak memory:
+
+* ``nsys-tools report EXPORT --format csv`` on a cold cache (first read) and again (repeat read);
+* ``nsys stats --report cuda_gpu_kern_sum:nvtx-name --format csv`` on the same export when nsys
+  is available, or else the same statistics computed in SQLite by ``sql_baseline``.
+
+It checks that both give the same instances, totals, medians, minima and maxima per (range,
+kernel), and returns one row per (size, tool).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from .bigexport import replicate
+from .errors import NsysNotFound
+from .export import find_nsys, open_export
+
+# Run a command and report its wall time and its peak resident memory (the largest child's).
+_MEASURE = """
+import json, resource, subprocess, sys, time
+t = time.perf_counter()
+done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+wall = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+print(json.dumps({"wall_s": wall, "peak_bytes": peak, "rc": done.returncode, "stderr": done.stderr[-500:]}))
+"""
+
+
+@dataclass
+class Run:
+    tool: str
+    wall_s: float
+    peak_bytes: int
+
+
+def measure(cmd: list[str]) -> dict:
+    out = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout)
+    if result["rc"] != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])}... failed: {result['stderr']}")
+    return result
+
+
+SQL_BASELINE = """
+CREATE TEMP TABLE ranges AS
+  SELECT n.globalTid AS tid, n.start AS start, coalesce(n.end, 9223372036854775807) AS end,
+         coalesce(n.text, s.value) AS name
+  FROM NVTX_EVENTS AS n LEFT JOIN StringIds AS s ON s.id = n.textId
+  WHERE n.eventType IN (59, 70) AND coalesce(n.end, 9223372036854775807) > n.start;
+CREATE INDEX temp.ranges_by_thread ON ranges (tid, start);
+CREATE TEMP TABLE ops AS
+  SELECT k.end - k.start AS d, k.demangledName AS kernel,
+         coalesce((SELECT g.name FROM ranges AS g WHERE g.tid = r.globalTid AND g.start <= r.start AND g.end >= r.end
+                   ORDER BY g.start DESC LIMIT 1), '') AS range
+  FROM CUPTI_ACTIVITY_KIND_KERNEL AS k JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = k.correlationId;
+"""
+SQL_SUMMARY = """
+WITH o AS (SELECT range, kernel, d, row_number() OVER (PARTITION BY range, kernel ORDER BY d) AS i,
+                  count(*) OVER (PARTITION BY range, kernel) AS n FROM ops)
+SELECT o.range, s.value AS kernel, count(*) AS instances, sum(d) AS total_ns, avg(d) AS mean_ns,
+       avg(CASE WHEN i IN ((n + 1) / 2, (n + 2) / 2) THEN d END) AS median_ns, min(d) AS min_ns, max(d) AS max_ns
+FROM o JOIN StringIds AS s ON s.id = o.kernel GROUP BY o.range, o.kernel ORDER BY total_ns DESC
+"""
+
+
+def sql_baseline(export: Path, out_csv: Path) -> None:
+    """The kernel summary per innermost push/pop range, in SQLite alone (a temporary index on the
+    ranges; SQLite builds its own index for the kernel-to-runtime join)."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{export.resolve()}?mode=ro", uri=True)
+    con.executescript(SQL_BASELINE)
+    cur = con.execute(SQL_SUMMARY)
+    cols = [d[0] for d in cur.description]
+    pl.DataFrame(cur.fetchall(), schema=cols, orient="row").write_csv(out_csv)
+    con.close()
+
+
+def _ours_cmd(export: Path, out: Path) -> list[str]:
+    exe = Path(sys.executable).with_name("nsys-tools")
+    return [str(exe) if exe.exists() else "nsys-tools", "report", str(export), "--format", "csv", "--output", str(out)]
+
+
+def compare(ours_csv: Path, ref_csv: Path, nsys_format: bool) -> int:
+    """Rows of (range, kernel) on which the two reports disagree (0 when they agree)."""
+    ours = pl.read_csv(ours_csv, schema_overrides={"range": pl.String}).with_columns(pl.col("range").fill_null(""))
+    if nsys_format:
+        ref = pl.read_csv(ref_csv).select(
+            name="Name", instances="Instances", total_ns="Total Time (ns)", median_ns="Med (ns)", min_ns="Min (ns)",
+            max_ns="Max (ns)")
+        ours = ours.with_columns(name=pl.when(pl.col("range") == "").then(pl.col("kernel")).otherwise(
+            pl.col("range") + "/" + pl.col("kernel")))
+        key = ["name"]
+    else:
+        ref = pl.read_csv(ref_csv, schema_overrides={"range": pl.String}).with_columns(pl.col("range").fill_null(""))
+        key = ["range", "kernel"]
+    cols = ["instances", "total_ns", "median_ns", "min_ns", "max_ns"]
+    both = ours.select(*key, *cols).join(ref.select(*key, *cols), on=key, how="full", suffix="_ref")
+    same = pl.all_horizontal([(pl.col(c).cast(pl.Float64) == pl.col(f"{c}_ref").cast(pl.Float64)).fill_null(False) for c in cols])
+    return both.filter(~same).height
+
+
+def run(sizes: list[int], source: Path, workdir: Path, nsys: str | None = None, progress=print) -> pl.DataFrame:
+    """Build, measure and compare; one row per (kernels, tool)."""
+    try:
+        nsys_exe = str(find_nsys(nsys))
+    except NsysNotFound:
+        nsys_exe = None
+    workdir.mkdir(parents=True, exist_ok=True)
+    kernels0 = open_export(source).rows("CUPTI_ACTIVITY_KIND_KERNEL")
+    rows = []
+    for size in sizes:
+        export = workdir / f"kernels-{size}.sqlite"
+        if not export.exists():
+            progress(f"building {export.name} from {source.name}")
+            replicate(source, export, max(0, round(size / kernels0) - 1))
+        shutil.rmtree(export.with_name(f".{export.name}.nsys-tools"), ignore_errors=True)
+        counts = {t: open_export(export).rows(t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME")}
+        base = {"kernels": counts["CUPTI_ACTIVITY_KIND_KERNEL"], "runtime_rows": counts["CUPTI_ACTIVITY_KIND_RUNTIME"],
+                "export_bytes": export.stat().st_size}
+        ours_csv = workdir / f"kernels-{size}.ours.csv"
+        for tool in ("nsys-tools report (first read)", "nsys-tools report (repeat read)"):
+            progress(f"{export.name}: {tool}")
+            r = measure(_ours_cmd(export, ours_csv))
+            rows.append({**base, "tool": tool, "wall_s": r["wall_s"], "peak_bytes": r["peak_bytes"], "mismatches": None})
+        ref_csv = workdir / f"kernels-{size}.ref.csv"
+        if nsys_exe:
+            tool = "nsys stats cuda_gpu_kern_sum:nvtx-name"
+            cmd = [nsys_exe, "stats", "--report", "cuda_gpu_kern_sum:nvtx-name", "--format", "csv", "--force-export", "false",
+                   "-o", str(ref_csv.with_suffix("")), str(export)]
+        else:
+            tool = "sqlite3 SQL baseline"
+            cmd = [sys.executable, "-c", f"from nsys_tools.bench import sql_baseline; from pathlib import Path; "
+                                         f"sql_baseline(Path({str(export)!r}), Path({str(ref_csv)!r}))"]
+        progress(f"{export.name}: {tool}")
+        t = time.perf_counter()
+        r = measure(cmd)
+        if nsys_exe:  # nsys names its output <prefix>_cuda_gpu_kern_sum_nvtx-name.csv
+            produced = ref_csv.with_name(ref_csv.stem + "_cuda_gpu_kern_sum_nvtx-name.csv")
+            produced.replace(ref_csv)
+        rows.append({**base, "tool": tool, "wall_s": r["wall_s"] or time.perf_counter() - t, "peak_bytes": r["peak_bytes"],
+                     "mismatches": compare(ours_csv, ref_csv, nsys_format=bool(nsys_exe))})
+    return pl.DataFrame(rows)

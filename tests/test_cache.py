@@ -1,0 +1,96 @@
+"""Large-export paths on real data: the Parquet cache, parallel folders, the launch lookup."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from nsys_tools import cache
+from nsys_tools.bigexport import replicate
+from nsys_tools.report import kernel_summary
+
+from .conftest import FIXTURES
+
+SRC = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
+
+
+@pytest.fixture
+def cached(monkeypatch):
+    monkeypatch.setenv("NSYS_TOOLS_CACHE_MIN_BYTES", "0")
+
+
+def test_replicated_export_scales_the_statistics(tmp_path):
+    big = tmp_path / "big.sqlite"
+    counts = replicate(SRC, big, 9)
+    assert counts["CUPTI_ACTIVITY_KIND_KERNEL"] == 3810 and counts["NVTX_EVENTS"] == 30
+    one, ten = kernel_summary([SRC]), kernel_summary([big])
+    both = one.join(ten, on=["range", "kernel"], suffix="_10")
+    assert both.height == one.height == ten.height
+    assert (both["instances_10"] == 10 * both["instances"]).all()
+    assert (both["median_ns_10"] == both["median_ns"]).all() and (both["max_ns_10"] == both["max_ns"]).all()
+
+
+def test_cache_is_used_and_invalidated(tmp_path, cached, monkeypatch):
+    path = tmp_path / "run.sqlite"
+    shutil.copyfile(SRC, path)
+    first = kernel_summary([path])
+    folder = tmp_path / ".run.sqlite.nsys-tools"
+    assert (folder / "meta.json").exists() and len(list(folder.glob("*.parquet"))) >= 4
+
+    def no_sqlite(*a, **k):
+        raise AssertionError("the export was read again")
+
+    monkeypatch.setattr(pl, "read_database_uri", no_sqlite)
+    assert_frame_equal(kernel_summary([path]), first)
+    monkeypatch.undo()
+    monkeypatch.setenv("NSYS_TOOLS_CACHE_MIN_BYTES", "0")
+
+    with sqlite3.connect(path) as con:  # the export changes: the cache must not answer for it
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = end + 1000")
+    con.close()
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    again = kernel_summary([path])
+    assert (again["median_ns"] == first["median_ns"] + 1000).all()
+
+
+def test_small_exports_are_not_cached(tmp_path):
+    path = tmp_path / "run.sqlite"
+    shutil.copyfile(SRC, path)
+    kernel_summary([path])
+    assert not (tmp_path / ".run.sqlite.nsys-tools").exists()
+    assert path.stat().st_size < cache.MIN_BYTES
+
+
+def test_unwritable_cache_means_no_cache(tmp_path, cached):
+    """Where the cache folder cannot be made (here a file already has its name), reports still work."""
+    path = tmp_path / "run.sqlite"
+    shutil.copyfile(SRC, path)
+    (tmp_path / ".run.sqlite.nsys-tools").write_text("in the way")
+    assert kernel_summary([path]).height == 14
+    assert (tmp_path / ".run.sqlite.nsys-tools").read_text() == "in the way"
+
+
+def test_folder_of_exports_in_parallel(tmp_path):
+    for k in range(4):
+        shutil.copyfile(SRC, tmp_path / f"rank{k}.sqlite")
+    seen = []
+    agg = kernel_summary([tmp_path], progress=lambda done, total: seen.append((done, total)))
+    per = kernel_summary([tmp_path], per_file=True)
+    assert seen[-1] == (4, 4) and len(seen) == 4
+    assert agg.filter(pl.col("range") == "triton/4096x768")["instances"].to_list() == [400]
+    assert per["file"].n_unique() == 4
+
+
+def test_launches_outside_the_name_filter_are_found(fixture_copy):
+    """If an API that launched work is not named like a launch, the exact lookup finds it."""
+    path = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2025.3.sqlite")
+    before = kernel_summary([path])
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE StringIds SET value = 'cuEnqueueWork' WHERE value = 'cuLaunchKernel'")
+    con.close()
+    assert_frame_equal(kernel_summary([path]), before, rel_tol=1e-12)
