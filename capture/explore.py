@@ -60,8 +60,12 @@ def main(argv: list[str] | None = None) -> None:
     for shape in args.shapes.split(","):
         m, n = parse_shape(shape)
         torch.manual_seed(0)
-        prob = Problem(torch.randn(m, n, device="cuda"), torch.empty(m, n, device="cuda"),
-                       torch.randn(n, device="cuda"), torch.randn(n, device="cuda"))
+        prob = Problem(
+            torch.randn(m, n, device="cuda"),
+            torch.empty(m, n, device="cuda"),
+            torch.randn(n, device="cuda"),
+            torch.randn(n, device="cuda"),
+        )
         cands = held_candidates(m, n, sms)
         t0 = time.perf_counter()
         compile_kernels([launch.kernel for _, launch in cands])
@@ -77,13 +81,17 @@ def main(argv: list[str] | None = None) -> None:
             err = check(impl or IMPLS["ours"], fn, prob)
             us = do_bench(fn, warmup=10, rep=40, return_mode="median") * 1000
             rows.append({"shape": shape, "config": label, "median_us": round(us, 3), "rel_err": err})
-        best = sorted((r for r in rows if r["shape"] == shape and "median_us" in r and r["rel_err"] < 1e-5),
-                      key=lambda r: r["median_us"])
+        best = sorted(
+            (r for r in rows if r["shape"] == shape and "median_us" in r and r["rel_err"] < 1e-5), key=lambda r: r["median_us"]
+        )
         for r in best[:8]:
             print(f"  {r['median_us']:8.2f} us  {r['config']}", flush=True)
         for r in rows:
             if r["shape"] == shape and r["config"].startswith("impl"):
-                print(f"  {r.get('median_us', float('nan')):8.2f} us  {r['config']}  err={r.get('rel_err', r.get('error'))}", flush=True)
+                print(
+                    f"  {r.get('median_us', float('nan')):8.2f} us  {r['config']}  err={r.get('rel_err', r.get('error'))}",
+                    flush=True,
+                )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "explore.json").write_text(json.dumps(rows, indent=1))
 

@@ -89,16 +89,18 @@ class ClockSampler:
     def _sample(self, t0: float) -> None:
         nv, h = self._nvml, self._handle
         util = nv.nvmlDeviceGetUtilizationRates(h)
-        self._rows.append((
-            round(time.perf_counter() - t0, 6),
-            self._phase,
-            nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
-            nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
-            util.gpu,
-            util.memory,
-            nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
-            nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
-        ))
+        self._rows.append(
+            (
+                round(time.perf_counter() - t0, 6),
+                self._phase,
+                nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
+                nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
+                util.gpu,
+                util.memory,
+                nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
+                nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
+            )
+        )
 
     def _loop(self) -> None:
         t0 = time.perf_counter()

@@ -80,8 +80,7 @@ def _versions() -> dict[str, str]:
     import torch
     import triton
 
-    return {"torch": torch.__version__, "triton": triton.__version__, "cupy": cupy.__version__,
-            "cuda": str(torch.version.cuda)}
+    return {"torch": torch.__version__, "triton": triton.__version__, "cupy": cupy.__version__, "cuda": str(torch.version.cuda)}
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -124,9 +124,20 @@ def _tail(path: Path, lines: int = 5) -> str:
 class Sweep:
     """One sweep run: ``Sweep(spec, out, ...).run()`` returns the manifest."""
 
-    def __init__(self, spec: SweepSpec, out: Path, *, nsys: str | Path | None = None, resume: bool = False,
-                 wait: bool = True, python: str = sys.executable, keep_rep: bool = False,
-                 progress: Progress | None = None, argv: list[str] | None = None, commit: str | None = None):
+    def __init__(
+        self,
+        spec: SweepSpec,
+        out: Path,
+        *,
+        nsys: str | Path | None = None,
+        resume: bool = False,
+        wait: bool = True,
+        python: str = sys.executable,
+        keep_rep: bool = False,
+        progress: Progress | None = None,
+        argv: list[str] | None = None,
+        commit: str | None = None,
+    ):
         spec.validate()
         self.spec, self.out, self.resume, self.wait = spec, Path(out).resolve(), resume, wait
         self.python, self.keep_rep = python, keep_rep
@@ -179,11 +190,31 @@ class Sweep:
         rep = work / shape
         log = work / f"{shape}.log"
         cmd = [
-            str(self.nsys), "profile", *NSYS_TRACE, "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
-            "--force-overwrite=true", "-o", str(rep),
-            self.python, "-m", "capture.harness", "--shape", shape, "--impls", ",".join(impls),
-            "--rounds", str(self.spec.rounds), "--iters", str(self.spec.iters), "--warmup", str(self.spec.warmup),
-            "--l2", self.spec.l2, "--out", str(work),
+            str(self.nsys),
+            "profile",
+            *NSYS_TRACE,
+            "--capture-range=cudaProfilerApi",
+            "--capture-range-end=stop",
+            "--force-overwrite=true",
+            "-o",
+            str(rep),
+            self.python,
+            "-m",
+            "capture.harness",
+            "--shape",
+            shape,
+            "--impls",
+            ",".join(impls),
+            "--rounds",
+            str(self.spec.rounds),
+            "--iters",
+            str(self.spec.iters),
+            "--warmup",
+            str(self.spec.warmup),
+            "--l2",
+            self.spec.l2,
+            "--out",
+            str(work),
         ]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))}
         with log.open("w") as fh:

@@ -106,7 +106,9 @@ IMPLS: dict[str, Impl] = {
         _ours("block_tree", "block per row, shared-memory tree reduction, three scalar passes"),
         _ours("warp_row", "one warp per row, shuffle reductions, three passes"),
         _ours("warp_pair", "two warps per row, shuffle reductions, three passes"),
-        _ours("row_held", "block of 128 per row, row held in registers (float4 + masked tail slot), one barrier, approx rsqrt", 1024),
+        _ours(
+            "row_held", "block of 128 per row, row held in registers (float4 + masked tail slot), one barrier, approx rsqrt", 1024
+        ),
         _ours("wide_held", "the row_held design for rows up to 16384: 128-1024 threads, up to 8 slots", HELD_MAX_N),
         _ours("ours", "dispatcher: the fastest measured variant for the shape"),
         _ours("ours_nc", "ours with read-only non-coherent loads of x (ld.global.nc)", HELD_MAX_N),
@@ -123,8 +125,14 @@ IMPLS: dict[str, Impl] = {
             max_n=65536 // FP32,
         ),
         Impl("torch", "control", "torch.nn.functional.layer_norm", "kernels.torch_ln:make_layer_norm"),
-        Impl("copy", "control", "device-to-device copy of x into y: the bandwidth floor", "kernels.torch_ln:make_copy",
-             moves=copy_bytes, computes="copy"),
+        Impl(
+            "copy",
+            "control",
+            "device-to-device copy of x into y: the bandwidth floor",
+            "kernels.torch_ln:make_copy",
+            moves=copy_bytes,
+            computes="copy",
+        ),
     )
 }
 

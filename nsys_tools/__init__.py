@@ -1,0 +1,13 @@
+"""nsys-tools: Nsight Systems exports into Polars, same-session comparisons and issue comments.
+
+The package imports nothing heavy at the top: ``capture/`` and the CLI's capture commands run on
+GPU machines without Polars or Altair. The library lives in the modules:
+
+- ``export``, ``schema``, ``events``, ``attribute``: reading exports into frames;
+- ``report``, ``metrics``, ``tables``: kernel statistics per NVTX range;
+- ``sweep``, ``verdict``, ``ledger``, ``issue``, ``charts``: sweeps and issue comments;
+- ``census``: the codegen census; ``scrub``: removing the environment from exports;
+- ``cache``, ``bigexport``, ``bench``: large exports.
+"""
+
+__version__ = "0.1.0"

@@ -40,8 +40,14 @@ def _pushpop_depths(ranges: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """(ranges with their nesting ``depth``, the thread's depth after each open/close event)."""
     pushpop = ranges.filter((pl.col("style") == "pushpop") & (pl.col("end_ns") > pl.col("start_ns")))
     opens = pushpop.select(
-        "tid", "start_ns", "end_ns", "range", "domain",
-        t="start_ns", delta=pl.lit(1, pl.Int64), tie=-(pl.col("end_ns") - pl.col("start_ns")),
+        "tid",
+        "start_ns",
+        "end_ns",
+        "range",
+        "domain",
+        t="start_ns",
+        delta=pl.lit(1, pl.Int64),
+        tie=-(pl.col("end_ns") - pl.col("start_ns")),
     )
     closes = pushpop.select("tid", t="end_ns", delta=pl.lit(-1, pl.Int64), tie=pl.lit(0, pl.Int64))
     # At one instant closes come before opens, and an outer range opens before an inner one.
@@ -68,25 +74,35 @@ def _range_fields(matched: pl.LazyFrame) -> pl.LazyFrame:
 def _pushpop_candidates(ops: pl.LazyFrame, ranges: pl.LazyFrame, nesting: Nesting) -> pl.LazyFrame:
     pushpop, events = _pushpop_depths(ranges)
     calls = ops.filter(pl.col("tid").is_not_null()).select("op_id", "tid", "api_start_ns", "api_end_ns")
-    at = calls.sort("api_start_ns").join_asof(
-        events, left_on="api_start_ns", right_on="t", by="tid", strategy="backward", check_sortedness=False
-    ).filter(pl.col("depth") > 0)
+    at = (
+        calls.sort("api_start_ns")
+        .join_asof(events, left_on="api_start_ns", right_on="t", by="tid", strategy="backward", check_sortedness=False)
+        .filter(pl.col("depth") > 0)
+    )
     right = pushpop
     if nesting == "innermost":
         levels = [at]
     else:
         max_depth = at.select(pl.col("depth").max()).collect().item() or 0
-        levels = [
-            at.filter(pl.col("depth") >= k).with_columns(depth=pl.lit(k, pl.Int64)) for k in range(1, max_depth + 1)
-        ]
+        levels = [at.filter(pl.col("depth") >= k).with_columns(depth=pl.lit(k, pl.Int64)) for k in range(1, max_depth + 1)]
     found = [
         level.sort("api_start_ns")
-        .join_asof(right, left_on="api_start_ns", right_on="start_ns", by=["tid", "depth"], strategy="backward", check_sortedness=False)
+        .join_asof(
+            right, left_on="api_start_ns", right_on="start_ns", by=["tid", "depth"], strategy="backward", check_sortedness=False
+        )
         .filter(pl.col("end_ns") >= pl.col("api_end_ns"))
         for level in levels
     ]
-    empty = pl.LazyFrame(schema={"op_id": pl.UInt32, "range": pl.String, "domain": pl.String,
-                                 "start_ns": pl.Int64, "end_ns": pl.Int64, "depth": pl.Int64})
+    empty = pl.LazyFrame(
+        schema={
+            "op_id": pl.UInt32,
+            "range": pl.String,
+            "domain": pl.String,
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "depth": pl.Int64,
+        }
+    )
     return _range_fields(pl.concat(found, how="diagonal_relaxed") if found else empty)
 
 
@@ -110,9 +126,17 @@ def _innermost_pushpop(ops: pl.LazyFrame, ranges: pl.LazyFrame) -> pl.LazyFrame:
     return (
         ops.sort("api_start_ns", nulls_last=True)
         .join_asof(events, left_on="api_start_ns", right_on="t", by="tid", strategy="backward", check_sortedness=False)
-        .join_asof(right, left_on="api_start_ns", right_on="range_start_ns", by=["tid", "depth"], strategy="backward",
-                   check_sortedness=False)
-        .with_columns(range=pl.when(inside).then(pl.col("range")).otherwise(pl.lit("")), domain=pl.when(inside).then(pl.col("domain")))
+        .join_asof(
+            right,
+            left_on="api_start_ns",
+            right_on="range_start_ns",
+            by=["tid", "depth"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .with_columns(
+            range=pl.when(inside).then(pl.col("range")).otherwise(pl.lit("")), domain=pl.when(inside).then(pl.col("domain"))
+        )
         .drop("t", "depth", "range_start_ns", "range_end_ns")
     )
 

@@ -8,7 +8,8 @@ For each size it builds (once) an export of that many kernels by replicating a r
   is available, or else the same statistics computed in SQLite by ``sql_baseline``.
 
 It checks that both give the same instances, totals, medians, minima and maxima per (range,
-kernel), and returns one row per (size, tool).
+kernel), and returns one row per (size, tool), with the baseline's time over the tool's
+(``speedup``) and the tool's peak memory over the baseline's (``memory_share``).
 """
 
 from __future__ import annotations
@@ -98,10 +99,16 @@ def compare(ours_csv: Path, ref_csv: Path, nsys_format: bool) -> int:
     ours = pl.read_csv(ours_csv, schema_overrides={"range": pl.String}).with_columns(pl.col("range").fill_null(""))
     if nsys_format:
         ref = pl.read_csv(ref_csv).select(
-            name="Name", instances="Instances", total_ns="Total Time (ns)", median_ns="Med (ns)", min_ns="Min (ns)",
-            max_ns="Max (ns)")
-        ours = ours.with_columns(name=pl.when(pl.col("range") == "").then(pl.col("kernel")).otherwise(
-            pl.col("range") + "/" + pl.col("kernel")))
+            name="Name",
+            instances="Instances",
+            total_ns="Total Time (ns)",
+            median_ns="Med (ns)",
+            min_ns="Min (ns)",
+            max_ns="Max (ns)",
+        )
+        ours = ours.with_columns(
+            name=pl.when(pl.col("range") == "").then(pl.col("kernel")).otherwise(pl.col("range") + "/" + pl.col("kernel"))
+        )
         key = ["name"]
     else:
         ref = pl.read_csv(ref_csv, schema_overrides={"range": pl.String}).with_columns(pl.col("range").fill_null(""))
@@ -128,8 +135,11 @@ def run(sizes: list[int], source: Path, workdir: Path, nsys: str | None = None, 
             replicate(source, export, max(0, round(size / kernels0) - 1))
         shutil.rmtree(export.with_name(f".{export.name}.nsys-tools"), ignore_errors=True)
         counts = {t: open_export(export).rows(t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME")}
-        base = {"kernels": counts["CUPTI_ACTIVITY_KIND_KERNEL"], "runtime_rows": counts["CUPTI_ACTIVITY_KIND_RUNTIME"],
-                "export_bytes": export.stat().st_size}
+        base = {
+            "kernels": counts["CUPTI_ACTIVITY_KIND_KERNEL"],
+            "runtime_rows": counts["CUPTI_ACTIVITY_KIND_RUNTIME"],
+            "export_bytes": export.stat().st_size,
+        }
         ours_csv = workdir / f"kernels-{size}.ours.csv"
         for tool in ("nsys-tools report (first read)", "nsys-tools report (repeat read)"):
             progress(f"{export.name}: {tool}")
@@ -138,18 +148,44 @@ def run(sizes: list[int], source: Path, workdir: Path, nsys: str | None = None, 
         ref_csv = workdir / f"kernels-{size}.ref.csv"
         if nsys_exe:
             tool = "nsys stats cuda_gpu_kern_sum:nvtx-name"
-            cmd = [nsys_exe, "stats", "--report", "cuda_gpu_kern_sum:nvtx-name", "--format", "csv", "--force-export", "false",
-                   "-o", str(ref_csv.with_suffix("")), str(export)]
+            cmd = [
+                nsys_exe,
+                "stats",
+                "--report",
+                "cuda_gpu_kern_sum:nvtx-name",
+                "--format",
+                "csv",
+                "--force-export",
+                "false",
+                "-o",
+                str(ref_csv.with_suffix("")),
+                str(export),
+            ]
         else:
             tool = "sqlite3 SQL baseline"
-            cmd = [sys.executable, "-c", f"from nsys_tools.bench import sql_baseline; from pathlib import Path; "
-                                         f"sql_baseline(Path({str(export)!r}), Path({str(ref_csv)!r}))"]
+            cmd = [
+                sys.executable,
+                "-c",
+                f"from nsys_tools.bench import sql_baseline; from pathlib import Path; "
+                f"sql_baseline(Path({str(export)!r}), Path({str(ref_csv)!r}))",
+            ]
         progress(f"{export.name}: {tool}")
         t = time.perf_counter()
         r = measure(cmd)
         if nsys_exe:  # nsys names its output <prefix>_cuda_gpu_kern_sum_nvtx-name.csv
             produced = ref_csv.with_name(ref_csv.stem + "_cuda_gpu_kern_sum_nvtx-name.csv")
             produced.replace(ref_csv)
-        rows.append({**base, "tool": tool, "wall_s": r["wall_s"] or time.perf_counter() - t, "peak_bytes": r["peak_bytes"],
-                     "mismatches": compare(ours_csv, ref_csv, nsys_format=bool(nsys_exe))})
-    return pl.DataFrame(rows)
+        rows.append(
+            {
+                **base,
+                "tool": tool,
+                "wall_s": r["wall_s"] or time.perf_counter() - t,
+                "peak_bytes": r["peak_bytes"],
+                "mismatches": compare(ours_csv, ref_csv, nsys_format=bool(nsys_exe)),
+            }
+        )
+    table = pl.DataFrame(rows)
+    baseline = table.filter(pl.col("mismatches").is_not_null()).select("kernels", base_s="wall_s", base_bytes="peak_bytes")
+    return table.join(baseline, on="kernels", maintain_order="left").with_columns(
+        speedup=pl.col("base_s") / pl.col("wall_s"), memory_share=pl.col("peak_bytes") / pl.col("base_bytes")
+    ).drop("base_s", "base_bytes")

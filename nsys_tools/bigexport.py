@@ -38,8 +38,9 @@ def replicate(src: Path, dst: Path, copies: int) -> dict[str, int]:
     lo = min(b[0] for b in bounds if b[0] is not None)
     hi = max(b[1] for b in bounds if b[1] is not None)
     span = (hi - lo) + 1_000_000  # 1 ms between copies
-    corr = 1 + max(con.execute(f"SELECT coalesce(max(correlationId), 0) FROM {t}").fetchone()[0]
-                   for t, cols in present.items() if cols[2])
+    corr = 1 + max(
+        con.execute(f"SELECT coalesce(max(correlationId), 0) FROM {t}").fetchone()[0] for t, cols in present.items() if cols[2]
+    )
     counts = {}
     for table, (start, end, correlation) in present.items():
         cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]

@@ -3,8 +3,9 @@
 Reading a large export is dominated by SQLite scanning its tables; the frames that come out are
 small by comparison. So each query's result, and each report's per-file result, is kept as
 Parquet in ``.<export name>.nsys-tools/`` beside the export, keyed by the query text or the
-report's options, and thrown away as soon as the export's size or modification time changes. Exports under ``MIN_BYTES`` are read directly: they are fast anyway,
-and fixtures or bundled files stay free of cache folders. ``NSYS_TOOLS_CACHE=0`` turns it off;
+report's options, and thrown away as soon as the export's size or modification time changes.
+Exports under ``MIN_BYTES`` are read directly: they are fast anyway, and fixtures or bundled
+files stay free of cache folders. ``NSYS_TOOLS_CACHE=0`` turns it off;
 a folder that cannot be written to just means no cache.
 """
 

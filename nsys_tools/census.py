@@ -197,7 +197,9 @@ def compile_impl(impl: str, m: int, n: int, arch: str) -> Compiled:
         return compile_triton(m, n, arch)
     if entry.factory == "kernels.cuda:make":
         return compile_ours(impl, m, n, arch)
-    raise UsageError(None, f"the census compiles ours and triton; {impl} is a library kernel", "choose from ours, its variants, triton")
+    raise UsageError(
+        None, f"the census compiles ours and triton; {impl} is a library kernel", "choose from ours, its variants, triton"
+    )
 
 
 def census(shape: str, impls: list[str], arch: str = "sm_90") -> pl.DataFrame:
@@ -209,8 +211,18 @@ def census(shape: str, impls: list[str], arch: str = "sm_90") -> pl.DataFrame:
     rows = []
     for impl in impls:
         c = compile_impl(impl, m, n, arch)
-        rows.append({"impl": impl, "kernel": c.kernel, "shape": format_shape(m, n), "arch": arch, "grid": c.grid,
-                     "block": c.block, **resources(c.cubin, c.kernel, arch), **sass_counts(c.cubin, c.kernel)})
+        rows.append(
+            {
+                "impl": impl,
+                "kernel": c.kernel,
+                "shape": format_shape(m, n),
+                "arch": arch,
+                "grid": c.grid,
+                "block": c.block,
+                **resources(c.cubin, c.kernel, arch),
+                **sass_counts(c.cubin, c.kernel),
+            }
+        )
     return pl.DataFrame(rows)
 
 
@@ -233,8 +245,12 @@ def cross_check(table: pl.DataFrame, capture: Path) -> pl.DataFrame:
         .pipe(parse_ranges)
         .filter(pl.col("shape") == shape)
         .group_by("impl")
-        .agg(trace_registers=pl.col("registers_per_thread").mode().first(), trace_shared_bytes=pl.col("static_shared_bytes").mode().first(),
-             trace_grid=pl.col("grid_x").mode().first(), trace_block=pl.col("block_x").mode().first())
+        .agg(
+            trace_registers=pl.col("registers_per_thread").mode().first(),
+            trace_shared_bytes=pl.col("static_shared_bytes").mode().first(),
+            trace_grid=pl.col("grid_x").mode().first(),
+            trace_block=pl.col("block_x").mode().first(),
+        )
     )
     out = table.join(found, on="impl", how="left")
     pairs = {"registers": "trace_registers", "shared_bytes": "trace_shared_bytes", "grid": "trace_grid", "block": "trace_block"}
@@ -266,10 +282,19 @@ def markdown(table: pl.DataFrame) -> str:
         r["short"] = shorten(_demangle_hint(r["kernel"]))
     props = list(PROPERTIES)
     if "trace_registers" in table.columns:
-        props.append(("Trace cross-check", lambda r: (
-            "no capture of this impl" if r["trace_registers"] is None
-            else f"disagrees: {r['disagrees']} (trace: {r['trace_registers']} registers, {r['trace_shared_bytes']} B shared, "
-                 f"{r['trace_grid']} × {r['trace_block']})" if r["disagrees"] else "agrees (registers, shared memory, grid, block)")))
+        props.append(
+            (
+                "Trace cross-check",
+                lambda r: (
+                    "no capture of this impl"
+                    if r["trace_registers"] is None
+                    else f"disagrees: {r['disagrees']} (trace: {r['trace_registers']} registers, "
+                    f"{r['trace_shared_bytes']} B shared, {r['trace_grid']} × {r['trace_block']})"
+                    if r["disagrees"]
+                    else "agrees (registers, shared memory, grid, block)"
+                ),
+            )
+        )
     shape, arch = table["shape"][0], table["arch"][0]
     head = "| Property | " + " | ".join(escape(r["impl"]) for r in rows) + " |"
     lines = [f"Codegen census, {shape} fp32, compiled for {arch}:", "", head, "|---|" + "---|" * len(rows)]

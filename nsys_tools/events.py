@@ -73,9 +73,7 @@ def memops(ex: Export) -> pl.LazyFrame:
             .select(pl.exclude("copy_kind", "copy_kind_name"), op=pl.lit("memcpy"), copy_kind=pl.col("copy_kind_name"))
         )
     if ex.has(S.MEMSET):
-        frames.append(
-            ex.select(S.MEMSET, S.MEMSET_FIELDS).with_columns(op=pl.lit("memset"), copy_kind=pl.lit(None, pl.String))
-        )
+        frames.append(ex.select(S.MEMSET, S.MEMSET_FIELDS).with_columns(op=pl.lit("memset"), copy_kind=pl.lit(None, pl.String)))
     if not frames:
         return pl.LazyFrame(
             schema={**{f.name: pl.Int64 for f in S.MEMSET_FIELDS}, "op": pl.String, "copy_kind": pl.String}
@@ -88,8 +86,9 @@ def memops(ex: Export) -> pl.LazyFrame:
 LAUNCH_NAMES = ("%Launch%", "%Memcpy%", "%Memset%", "%Prefetch%")
 
 
-def api_calls(ex: Export, *, launches_only: bool = False, correlation_ids: Iterable[int] | None = None,
-              columns: Iterable[str] | None = None) -> pl.LazyFrame:
+def api_calls(
+    ex: Export, *, launches_only: bool = False, correlation_ids: Iterable[int] | None = None, columns: Iterable[str] | None = None
+) -> pl.LazyFrame:
     """CUDA runtime and driver API calls: all of them, only those named like launches (a cheap
     filter on the name id), or those with the given correlation ids (a scan of the table);
     ``columns`` reads only those (``tid`` is always read, for ``pid``)."""
@@ -148,12 +147,12 @@ def nvtx_ranges(ex: Export) -> pl.LazyFrame:
     raw = attach_names(ex, raw, {"text_id": "text_from_id"}).with_columns(
         range=pl.coalesce("text", "text_from_id"), pid=_pid(pl.col("tid"))
     )
-    domains = raw.filter(pl.col("event_type") == S.NVTX_DOMAIN_CREATE).select(
-        "pid", "domain_id", domain=pl.col("range")
-    ).unique(subset=["pid", "domain_id"], keep="last")
-    ranges = raw.filter(pl.col("event_type") != S.NVTX_DOMAIN_CREATE).join(
-        domains, on=["pid", "domain_id"], how="left"
+    domains = (
+        raw.filter(pl.col("event_type") == S.NVTX_DOMAIN_CREATE)
+        .select("pid", "domain_id", domain=pl.col("range"))
+        .unique(subset=["pid", "domain_id"], keep="last")
     )
+    ranges = raw.filter(pl.col("event_type") != S.NVTX_DOMAIN_CREATE).join(domains, on=["pid", "domain_id"], how="left")
     return ranges.select(
         "start_ns",
         pl.col("end_ns").fill_null(NO_END),
@@ -166,8 +165,10 @@ def nvtx_ranges(ex: Export) -> pl.LazyFrame:
 
 def gpus(ex: Export) -> pl.DataFrame:
     """One row per GPU: name, SMs, memory bandwidth, L2 size. Empty when the export has no GPU table."""
-    return ex.select(S.GPU, S.GPU_FIELDS).collect() if ex.has(S.GPU) else pl.DataFrame(
-        schema={f.name: (pl.String if f.dtype == "str" else pl.Int64) for f in S.GPU_FIELDS}
+    return (
+        ex.select(S.GPU, S.GPU_FIELDS).collect()
+        if ex.has(S.GPU)
+        else pl.DataFrame(schema={f.name: (pl.String if f.dtype == "str" else pl.Int64) for f in S.GPU_FIELDS})
     )
 
 

@@ -172,8 +172,7 @@ def open_export(path: str | Path, nsys: str | Path | None = None) -> Export:
     try:
         with _connect(sqlite_path) as con:
             rows = con.execute(
-                "SELECT m.name, p.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p "
-                "WHERE m.type = 'table'"
+                "SELECT m.name, p.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p WHERE m.type = 'table'"
             ).fetchall()
     except sqlite3.DatabaseError as exc:
         raise BadExport(source, f"cannot be read ({exc})", "the file may be truncated or corrupt") from exc
@@ -183,5 +182,7 @@ def open_export(path: str | Path, nsys: str | Path | None = None) -> Export:
     if not tables:
         raise BadExport(source, "holds no tables (an empty export)", "was anything captured? check the nsys profile run")
     if STRINGS not in tables:
-        raise BadExport(source, "is SQLite but not an Nsight Systems export (no StringIds table)", "export it with nsys export --type sqlite")
+        raise BadExport(
+            source, "is SQLite but not an Nsight Systems export (no StringIds table)", "export it with nsys export --type sqlite"
+        )
     return Export(sqlite_path, source, {t: frozenset(c) for t, c in tables.items()})

@@ -27,8 +27,18 @@ DEFAULT_PATH = Path("reports/ledger.sqlite")
 BAND_MARGIN = 0.01
 BAND_MIN_SESSIONS = 2
 STAT_COLUMNS = (
-    "instances", "kernel_median_ns", "kernel_p10_ns", "kernel_p90_ns", "kernel_p99_ns", "kernel_min_ns",
-    "kernel_max_ns", "span_median_ns", "span_p10_ns", "span_p90_ns", "bytes", "gbps",
+    "instances",
+    "kernel_median_ns",
+    "kernel_p10_ns",
+    "kernel_p90_ns",
+    "kernel_p99_ns",
+    "kernel_min_ns",
+    "kernel_max_ns",
+    "span_median_ns",
+    "span_p10_ns",
+    "span_p90_ns",
+    "bytes",
+    "gbps",
 )
 
 
@@ -94,8 +104,16 @@ def stats(path: Path = DEFAULT_PATH) -> pl.DataFrame:
 
 
 def no_bands() -> pl.DataFrame:
-    return pl.DataFrame(schema={"shape": pl.String, "band_lo_ns": pl.Float64, "band_hi_ns": pl.Float64, "sessions": pl.UInt32,
-                                "lo": pl.Float64, "hi": pl.Float64})
+    return pl.DataFrame(
+        schema={
+            "shape": pl.String,
+            "band_lo_ns": pl.Float64,
+            "band_hi_ns": pl.Float64,
+            "sessions": pl.UInt32,
+            "lo": pl.Float64,
+            "hi": pl.Float64,
+        }
+    )
 
 
 def quiet_range(path: Path, gpu: str, impl: str, l2: str, exclude: str | None = None) -> pl.DataFrame:
@@ -103,8 +121,11 @@ def quiet_range(path: Path, gpu: str, impl: str, l2: str, exclude: str | None = 
     if not Path(path).exists():
         return no_bands()
     df = stats(path).filter(
-        (pl.col("gpu") == gpu) & (pl.col("impl") == impl) & (pl.col("l2") == l2)
-        & (pl.col("quiet") == 1) & (pl.col("session_id") != (exclude or ""))
+        (pl.col("gpu") == gpu)
+        & (pl.col("impl") == impl)
+        & (pl.col("l2") == l2)
+        & (pl.col("quiet") == 1)
+        & (pl.col("session_id") != (exclude or ""))
     )
     return df.group_by("shape").agg(lo=pl.col("kernel_median_ns").min(), hi=pl.col("kernel_median_ns").max(), sessions=pl.len())
 
@@ -151,7 +172,9 @@ def history(path: Path, shape: str, impl: str, vs: str, l2: str = "cold") -> pl.
         if name not in wide.columns:
             wide = wide.with_columns(pl.lit(None, pl.Float64).alias(name))
     return (
-        wide.select("session_id", "created_utc", "gpu", "git_commit", "quiet", pl.col(impl).alias("impl_ns"), pl.col(vs).alias("vs_ns"))
+        wide.select(
+            "session_id", "created_utc", "gpu", "git_commit", "quiet", pl.col(impl).alias("impl_ns"), pl.col(vs).alias("vs_ns")
+        )
         .with_columns(ratio=pl.col("impl_ns") / pl.col("vs_ns"))
         .sort("created_utc")
     )

@@ -49,8 +49,9 @@ def summarize(ops: pl.LazyFrame, by: Sequence[str], col: str = "duration_ns") ->
     )
 
 
-def ratio_ci(num: pl.Series, den: pl.Series, *, resamples: int = 2000, level: float = 0.95,
-             seed: int = 0) -> tuple[float, float, float]:
+def ratio_ci(
+    num: pl.Series, den: pl.Series, *, resamples: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
     """Ratio of medians ``median(num) / median(den)`` with a percentile bootstrap interval:
     both samples are resampled with replacement ``resamples`` times, independently."""
     import numpy as np
@@ -76,6 +77,7 @@ def ratios(calls: pl.DataFrame, control: str, value: str = "duration_ns", **kw) 
                 continue
             r, lo, hi = ratio_ci(g[value], ref, **kw)
             rows.append({"shape": shape, "impl": impl, "ratio": r, "ci_lo": lo, "ci_hi": hi})
-    df = pl.DataFrame(rows, schema={"shape": pl.String, "impl": pl.String, "ratio": pl.Float64, "ci_lo": pl.Float64,
-                                    "ci_hi": pl.Float64})
+    df = pl.DataFrame(
+        rows, schema={"shape": pl.String, "impl": pl.String, "ratio": pl.Float64, "ci_lo": pl.Float64, "ci_hi": pl.Float64}
+    )
     return df.with_columns(distinguishable=(pl.col("ci_hi") < 1) | (pl.col("ci_lo") > 1))

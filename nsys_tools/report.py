@@ -55,8 +55,14 @@ def gpu_ops(ex: Export, *, names: Names = "demangled", include_memops: bool = Fa
     return pl.concat([kernels, memops], how="diagonal")
 
 
-def attributed(ex: Export, *, names: Names = "demangled", include_memops: bool = False,
-               nesting: attribute.Nesting = "innermost", keep: Iterable[str] | None = None) -> pl.LazyFrame:
+def attributed(
+    ex: Export,
+    *,
+    names: Names = "demangled",
+    include_memops: bool = False,
+    nesting: attribute.Nesting = "innermost",
+    keep: Iterable[str] | None = None,
+) -> pl.LazyFrame:
     """``gpu_ops`` with the enclosing NVTX ``range`` of each operation; ``keep`` narrows the
     operation columns carried along (exports hold millions of operations)."""
     ops = gpu_ops(ex, names=names, include_memops=include_memops)
@@ -76,7 +82,7 @@ def glob_regex(pattern: str) -> str:
             out.append(".")
         elif c == "[" and pattern.find("]", i + 2) > 0:
             j = pattern.find("]", i + 2)
-            body = pattern[i + 1:j]
+            body = pattern[i + 1 : j]
             body = "^" + body[1:] if body.startswith("!") else body
             out.append("[" + body.replace("\\", "\\\\") + "]")
             i = j
@@ -100,14 +106,18 @@ def _per_file(path: Path, *, nsys, names: Names, include_memops: bool, nesting: 
     options = f"names={names} memops={include_memops} nesting={nesting}"
 
     def ops() -> pl.LazyFrame:
-        return attributed(ex, names=names, include_memops=include_memops, nesting=nesting, keep=("name_id", *label, "duration_ns"))
+        return attributed(
+            ex, names=names, include_memops=include_memops, nesting=nesting, keep=("name_id", *label, "duration_ns")
+        )
 
     if whole:
-        frame = cache.memo(ex, f"report summary {options}",
-                           lambda: _name(metrics.summarize(ops(), ["range", "name_id", *label]).collect(), ex))
+        frame = cache.memo(
+            ex, f"report summary {options}", lambda: _name(metrics.summarize(ops(), ["range", "name_id", *label]).collect(), ex)
+        )
     else:
-        frame = cache.memo(ex, f"report rows {options}",
-                           lambda: _name(ops().select("range", "name_id", *label, "duration_ns").collect(), ex))
+        frame = cache.memo(
+            ex, f"report rows {options}", lambda: _name(ops().select("range", "name_id", *label, "duration_ns").collect(), ex)
+        )
     return frame.with_columns(file=pl.lit(str(path)))
 
 

@@ -61,7 +61,8 @@ def f(name: str, *sources: str, dtype: str = "int") -> Field:
     return Field(name, sources, dtype)
 
 
-KERNEL_FIELDS = (
+# Where, when and for which launch an activity record ran: common to kernels and memory operations.
+ACTIVITY_FIELDS = (
     f("start_ns", "start"),
     f("end_ns", "end"),
     f("device_id", "deviceId"),
@@ -69,6 +70,9 @@ KERNEL_FIELDS = (
     f("stream_id", "streamId"),
     f("correlation_id", "correlationId"),
     f("pid", "globalPid"),
+)
+
+KERNEL_FIELDS = ACTIVITY_FIELDS + (
     f("short_name_id", "shortName"),
     f("demangled_name_id", "demangledName"),
     f("grid_x", "gridX"),
@@ -83,28 +87,8 @@ KERNEL_FIELDS = (
     f("local_bytes_per_thread", "localMemoryPerThread"),
 )
 
-MEMCPY_FIELDS = (
-    f("start_ns", "start"),
-    f("end_ns", "end"),
-    f("device_id", "deviceId"),
-    f("context_id", "contextId"),
-    f("stream_id", "streamId"),
-    f("correlation_id", "correlationId"),
-    f("pid", "globalPid"),
-    f("bytes", "bytes"),
-    f("copy_kind", "copyKind"),
-)
-
-MEMSET_FIELDS = (
-    f("start_ns", "start"),
-    f("end_ns", "end"),
-    f("device_id", "deviceId"),
-    f("context_id", "contextId"),
-    f("stream_id", "streamId"),
-    f("correlation_id", "correlationId"),
-    f("pid", "globalPid"),
-    f("bytes", "bytes"),
-)
+MEMCPY_FIELDS = ACTIVITY_FIELDS + (f("bytes", "bytes"), f("copy_kind", "copyKind"))
+MEMSET_FIELDS = ACTIVITY_FIELDS + (f("bytes", "bytes"),)
 
 API_FIELDS = (
     f("api_start_ns", "start"),

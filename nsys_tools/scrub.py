@@ -94,7 +94,9 @@ def _scrub_connection(con: sqlite3.Connection, report: ScrubReport) -> None:
                 if value and os.path.basename(value) != value:
                     run("export paths", f"UPDATE {meta} SET value = ? WHERE rowid = ?", (os.path.basename(value), rowid))
     if "StringIds" in tables:
-        rows = con.execute("SELECT id, value FROM StringIds WHERE value LIKE '%=%' OR value LIKE '%/home/%' OR value LIKE '%/Users/%'").fetchall()
+        rows = con.execute(
+            "SELECT id, value FROM StringIds WHERE value LIKE '%=%' OR value LIKE '%/home/%' OR value LIKE '%/Users/%'"
+        ).fetchall()
         for sid, value in rows:
             if ENV_ENTRY.search(value):
                 run("environment strings", "UPDATE StringIds SET value = ? WHERE id = ?", (PLACEHOLDER, sid))

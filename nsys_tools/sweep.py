@@ -70,8 +70,15 @@ class Sweep:
             ops = ops.filter(pl.col("range").str.contains(RANGE_REGEX))
             frames.append(ops.select("range", "name_id", "label", "start_ns", "duration_ns").collect().pipe(_named, ex))
         if not frames:
-            return pl.DataFrame(schema={**{k: pl.String for k in KEYS}, "round": pl.Int64, "kernel": pl.String,
-                                        "start_ns": pl.Int64, "duration_ns": pl.Int64})
+            return pl.DataFrame(
+                schema={
+                    **{k: pl.String for k in KEYS},
+                    "round": pl.Int64,
+                    "kernel": pl.String,
+                    "start_ns": pl.Int64,
+                    "duration_ns": pl.Int64,
+                }
+            )
         return pl.concat(frames).pipe(parse_ranges)
 
     @cached_property
@@ -145,9 +152,23 @@ def summary(sweep: Sweep) -> pl.DataFrame:
 
 
 SUMMARY_COLUMNS = (
-    "op", "impl", "shape", "l2", "instances", "kernel_median_ns", "kernel_p10_ns", "kernel_p90_ns",
-    "kernel_p99_ns", "kernel_min_ns", "kernel_max_ns", "span_median_ns", "span_p10_ns", "span_p90_ns",
-    "bytes", "gbps", "kernels",
+    "op",
+    "impl",
+    "shape",
+    "l2",
+    "instances",
+    "kernel_median_ns",
+    "kernel_p10_ns",
+    "kernel_p90_ns",
+    "kernel_p99_ns",
+    "kernel_min_ns",
+    "kernel_max_ns",
+    "span_median_ns",
+    "span_p10_ns",
+    "span_p90_ns",
+    "bytes",
+    "gbps",
+    "kernels",
 )
 
 

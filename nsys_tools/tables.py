@@ -111,7 +111,7 @@ def markdown(df: pl.DataFrame, headers: Mapping[str, str] | None = None) -> str:
         "|" + "|".join("---:" if df.schema[c].is_numeric() else "---" for c in cols) + "|",
     ]
     for row in df.iter_rows():
-        lines.append("| " + " | ".join(_cell(v, c) for v, c in zip(row, cols)) + " |")
+        lines.append("| " + " | ".join(_cell(v, c) for v, c in zip(row, cols, strict=True)) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -53,10 +53,18 @@ def tails(calls: pl.DataFrame) -> pl.DataFrame:
 
 
 def _clock_summary(harness: dict[str, dict], max_sm: float | None) -> dict[str, float]:
-    sm = [v for h in harness.values() for v, p in zip(h["clocks"].get("sm_mhz", []), h["clocks"].get("phase", []), strict=True)
-          if p == "trace"]
-    util = [v for h in harness.values() for v, p in zip(h["clocks"].get("util_gpu", []), h["clocks"].get("phase", []), strict=True)
-            if p == "trace"]
+    sm = [
+        v
+        for h in harness.values()
+        for v, p in zip(h["clocks"].get("sm_mhz", []), h["clocks"].get("phase", []), strict=True)
+        if p == "trace"
+    ]
+    util = [
+        v
+        for h in harness.values()
+        for v, p in zip(h["clocks"].get("util_gpu", []), h["clocks"].get("phase", []), strict=True)
+        if p == "trace"
+    ]
     if not sm:
         return {}
     s = pl.Series(sm, dtype=pl.Float64)
@@ -71,8 +79,14 @@ def _clock_summary(harness: dict[str, dict], max_sm: float | None) -> dict[str, 
 def judge(sweep) -> Session:
     """The contention verdict of a loaded ``sweep.Sweep``."""
     reasons: list[str] = []
-    pids = sorted({int(p) for h in sweep.harness.values() for when in ("before", "after")
-                   for p in h.get("other_processes", {}).get(when, [])})
+    pids = sorted(
+        {
+            int(p)
+            for h in sweep.harness.values()
+            for when in ("before", "after")
+            for p in h.get("other_processes", {}).get(when, [])
+        }
+    )
     for when in ("gpu_before", "gpu_after"):
         for app in sweep.manifest.get(when, {}).get("compute_apps", []):
             pids = sorted(set(pids) | {int(app[0])})
@@ -93,13 +107,14 @@ def judge(sweep) -> Session:
     clocks = _clock_summary(sweep.harness, float(max_sm) if max_sm else None)
     if clocks.get("sm_mhz_max") and clocks["sm_mhz_median"] < MIN_CLOCK_SHARE * clocks["sm_mhz_max"]:
         reasons.append(
-            f"the SM clock ran at {clocks['sm_mhz_median']:.0f} MHz during the trace, below its {clocks['sm_mhz_max']:.0f} MHz maximum"
+            f"the SM clock ran at {clocks['sm_mhz_median']:.0f} MHz during the trace, "
+            f"below its {clocks['sm_mhz_max']:.0f} MHz maximum"
         )
     return Session(quiet=not reasons, reasons=reasons, other_pids=pids, tails=t, clocks=clocks)
 
 
 def band_position(value: float, lo: float | None, hi: float | None) -> str:
-    """"inside", "above", "below", or "unknown" when there is no band yet."""
+    """ "inside", "above", "below", or "unknown" when there is no band yet."""
     if lo is None or hi is None:
         return "unknown"
     return "above" if value > hi else "below" if value < lo else "inside"

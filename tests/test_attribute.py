@@ -40,8 +40,18 @@ def _synthetic_ranges(calls: pl.DataFrame) -> pl.LazyFrame:
     for k in range(0, len(starts) - 10, 10):
         rows.append((starts[k] - 1, ends[k + 9] + 1, tid, "pushpop", "even" if k % 20 == 0 else "odd", None))
     rows.append((starts[0], ends[4] + 1, tid, "startend", "first5", None))
-    return pl.DataFrame(rows, schema={"start_ns": pl.Int64, "end_ns": pl.Int64, "tid": pl.Int64, "style": pl.String,
-                                      "range": pl.String, "domain": pl.String}, orient="row").lazy()
+    return pl.DataFrame(
+        rows,
+        schema={
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "tid": pl.Int64,
+            "style": pl.String,
+            "range": pl.String,
+            "domain": pl.String,
+        },
+        orient="row",
+    ).lazy()
 
 
 def test_innermost_and_all_enclosing_ranges():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -94,3 +95,14 @@ def test_launches_outside_the_name_filter_are_found(fixture_copy):
         con.execute("UPDATE StringIds SET value = 'cuEnqueueWork' WHERE value = 'cuLaunchKernel'")
     con.close()
     assert_frame_equal(kernel_summary([path]), before, rel_tol=1e-12)
+
+
+def test_bench_against_the_sql_baseline(tmp_path, monkeypatch):
+    from nsys_tools import bench
+
+    monkeypatch.delenv("NSYS", raising=False)
+    monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "nsys").exists()))
+    table = bench.run([1905], SRC, tmp_path, progress=lambda msg: None)
+    assert table["tool"].to_list() == ["nsys-tools report (first read)", "nsys-tools report (repeat read)", "sqlite3 SQL baseline"]
+    assert table["kernels"].unique().to_list() == [1905] and table["mismatches"][2] == 0
+    assert (table["peak_bytes"] > 0).all() and table["speedup"][2] == 1.0

@@ -8,7 +8,6 @@ failures recorded while the sweep goes on, resume, atomic files, scrubbing, the 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import stat
 import sys
@@ -42,12 +41,15 @@ def test_rotation_and_buffer_sets():
     assert buffer_sets(4096, 4096, l2, "cold") == 2 and buffer_sets(4096, 768, l2, "warm") == 1
 
 
-@pytest.mark.parametrize("spec, message", [
-    (SweepSpec(shapes=["4096"]), "unknown shape"),
-    (SweepSpec(impls=["ours", "copy"]), "control 'triton' is not among --impls"),
-    (SweepSpec(op="softmax"), "unknown op"),
-    (SweepSpec(rounds=0), "at least 1"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        (SweepSpec(shapes=["4096"]), "unknown shape"),
+        (SweepSpec(impls=["ours", "copy"]), "control 'triton' is not among --impls"),
+        (SweepSpec(op="softmax"), "unknown op"),
+        (SweepSpec(rounds=0), "at least 1"),
+    ],
+)
 def test_spec_validation(spec, message):
     with pytest.raises(UsageError, match=message):
         spec.validate()
@@ -76,7 +78,8 @@ def fake_nsys(tmp_path):
     """A stand-in for nsys: profile writes the report and the harness output (the real ones of
     the demo sweep), failing for shapes listed in $FAKE_FAIL; export copies the real export."""
     script = tmp_path / "nsys"
-    script.write_text(textwrap.dedent(f"""\
+    script.write_text(
+        textwrap.dedent(f"""\
         #!{sys.executable}
         import os, shutil, sys
         from pathlib import Path
@@ -93,7 +96,8 @@ def fake_nsys(tmp_path):
         elif args[0] == "export":
             shape = Path(args[-1]).stem
             shutil.copy(demo / f"{{shape}}.sqlite", args[args.index("--output") + 1])
-        """))
+        """)
+    )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return script
 
@@ -134,8 +138,21 @@ def test_cli_sweep_adds_itself_to_the_ledger(fake_nsys, tmp_path, monkeypatch):
 
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
     monkeypatch.setattr("capture.sweep.smi_snapshot", lambda index=0: {"name": "NVIDIA H200"})
-    res = CliRunner().invoke(app, ["capture", "sweep", "--shapes", "4096x768", "--nsys", str(fake_nsys),
-                                   "--out", str(tmp_path / "s"), "--ledger", str(tmp_path / "l.sqlite")])
+    res = CliRunner().invoke(
+        app,
+        [
+            "capture",
+            "sweep",
+            "--shapes",
+            "4096x768",
+            "--nsys",
+            str(fake_nsys),
+            "--out",
+            str(tmp_path / "s"),
+            "--ledger",
+            str(tmp_path / "l.sqlite"),
+        ],
+    )
     assert res.exit_code == 0, res.stderr
     assert res.stdout.strip() == str(tmp_path / "s")
     assert "4096x768 done" in res.stderr and "Added to the ledger" in res.stderr

@@ -67,11 +67,25 @@ def test_cli_markdown_json_and_errors():
     import json
 
     row = json.loads(res.stdout)[0]
-    for key in ("impl", "kernel", "grid", "block", "registers", "shared_bytes", "local_bytes", "ld_global_128",
-                "ld_global_32", "st_global_128", "barriers"):
+    for key in (
+        "impl",
+        "kernel",
+        "grid",
+        "block",
+        "registers",
+        "shared_bytes",
+        "local_bytes",
+        "ld_global_128",
+        "ld_global_32",
+        "st_global_128",
+        "barriers",
+    ):
         assert key in row
-    for args, message in ((["--impls", "torch"], "library kernel"), (["--shape", "1x65536", "--impls", "triton"], "N = 65536"),
-                          (["--arch", "hopper"], "unknown architecture")):
+    for args, message in (
+        (["--impls", "torch"], "library kernel"),
+        (["--shape", "1x65536", "--impls", "triton"], "N = 65536"),
+        (["--arch", "hopper"], "unknown architecture"),
+    ):
         res = runner.invoke(app, ["census", *args])
         assert res.exit_code == 1 and message in res.stderr
 

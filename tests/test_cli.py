@@ -35,14 +35,17 @@ def test_report_csv_and_json_columns():
     assert [(r["range"], r["instances"]) for r in rows] == [("triton/4096x768", 100), ("", 20)]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["report", "missing.sqlite"], "Error: missing.sqlite: no such file"),
-    (["report", str(FIXTURES / "bad-input" / "no-cuda-trace.sqlite")], "no CUPTI_ACTIVITY_KIND_KERNEL table"),
-    (["report", str(FIXTURES / "bad-input" / "empty.sqlite")], "CUDA was traced but no kernel ran"),
-    (["capture", "sweep", "--shapes", "4096"], "Error: unknown shape '4096'"),
-    (["capture", "sweep", "--impls", "ours,cutlass"], "unknown implementation 'cutlass'"),
-    (["history", "--shape", "4096x768", "--ledger", "no-ledger.sqlite"], "no-ledger.sqlite: no ledger here"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["report", "missing.sqlite"], "Error: missing.sqlite: no such file"),
+        (["report", str(FIXTURES / "bad-input" / "no-cuda-trace.sqlite")], "no CUPTI_ACTIVITY_KIND_KERNEL table"),
+        (["report", str(FIXTURES / "bad-input" / "empty.sqlite")], "CUDA was traced but no kernel ran"),
+        (["capture", "sweep", "--shapes", "4096"], "Error: unknown shape '4096'"),
+        (["capture", "sweep", "--impls", "ours,cutlass"], "unknown implementation 'cutlass'"),
+        (["history", "--shape", "4096x768", "--ledger", "no-ledger.sqlite"], "no-ledger.sqlite: no ledger here"),
+    ],
+)
 def test_bad_input_is_one_line_exit_1(args, message):
     res = runner.invoke(app, args)
     assert res.exit_code == 1

@@ -41,8 +41,13 @@ def test_api_calls(ex):
     calls = events.api_calls(ex).collect()
     assert calls.height > 4000
     named = events.attach_names(ex, events.api_calls(ex, launches_only=True).collect(), {"api_name_id": "api"})
-    assert set(named["api"]) == {"cudaLaunchKernel_v7000", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync_v3020",
-                                 "cudaMemsetAsync_v3020"}
+    assert set(named["api"]) == {
+        "cudaLaunchKernel_v7000",
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "cudaMemcpyAsync_v3020",
+        "cudaMemsetAsync_v3020",
+    }
     ops = events.kernels(ex).select("pid", "correlation_id")
     launches = events.launch_calls(ex, ops).join(ops, on="correlation_id", how="semi").collect()
     assert launches.height == 381

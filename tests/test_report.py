@@ -15,7 +15,10 @@ from .conftest import FIXTURES
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "reports" / "sweeps" / "20261129-183449-quiet"
 CASES = [
-    (FIXTURES / "layernorm-3impl" / f"layernorm-3impl-nsys{v}.sqlite", FIXTURES / "layernorm-3impl" / f"layernorm-3impl-nsys{v}.nsys-stats-kern-nvtx.csv")
+    (
+        FIXTURES / "layernorm-3impl" / f"layernorm-3impl-nsys{v}.sqlite",
+        FIXTURES / "layernorm-3impl" / f"layernorm-3impl-nsys{v}.nsys-stats-kern-nvtx.csv",
+    )
     for v in ("2025.3", "2024.2")
 ] + [(DEMO / f"{s}.sqlite", DEMO / f"{s}.nsys-stats.csv") for s in ("4096x768", "8192x768", "1024x2048", "4096x4096")]
 
@@ -40,8 +43,19 @@ def test_matches_nsys_stats(export, reference):
 
 def test_columns_and_order():
     df = kernel_summary([CASES[0][0]])
-    assert df.columns == ["range", "kernel", "instances", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns",
-                          "stddev_ns", "p10_ns", "p90_ns"]
+    assert df.columns == [
+        "range",
+        "kernel",
+        "instances",
+        "total_ns",
+        "mean_ns",
+        "median_ns",
+        "min_ns",
+        "max_ns",
+        "stddev_ns",
+        "p10_ns",
+        "p90_ns",
+    ]
     assert df["total_ns"].is_sorted(descending=True)
     assert df.filter(pl.col("range") == "")["instances"].sum() == 381 - 300  # warm-up and setup kernels kept
 
@@ -90,13 +104,16 @@ def test_folder_input_reads_each_export_once(tmp_path):
     assert agg["file"].n_unique() == 2
 
 
-@pytest.mark.parametrize("pattern, hits, misses", [
-    ("tri*", ["triton/4096x768"], ["xtriton"]),
-    ("*/4096x7?8", ["torch/4096x768"], ["torch/4096x7688"]),
-    ("[ct]*", ["cupy/1", "torch/2"], ["triton"[1:]]),
-    ("[!c]*", ["torch"], ["cupy"]),
-    ("a.b|c", ["a.b|c"], ["aXb|c"]),
-])
+@pytest.mark.parametrize(
+    "pattern, hits, misses",
+    [
+        ("tri*", ["triton/4096x768"], ["xtriton"]),
+        ("*/4096x7?8", ["torch/4096x768"], ["torch/4096x7688"]),
+        ("[ct]*", ["cupy/1", "torch/2"], ["triton"[1:]]),
+        ("[!c]*", ["torch"], ["cupy"]),
+        ("a.b|c", ["a.b|c"], ["aXb|c"]),
+    ],
+)
 def test_glob_regex(pattern, hits, misses):
     s = pl.Series(hits + misses)
     assert s.str.contains(glob_regex(pattern)).to_list() == [True] * len(hits) + [False] * len(misses)

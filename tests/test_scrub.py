@@ -22,24 +22,33 @@ def plant(path):
     DeviceEnvironment blob, NAME=value strings in StringIds, the working directory, arguments,
     host, user and the nsys install folder."""
     with sqlite3.connect(path) as con:
-        con.executemany("INSERT INTO META_DATA_CAPTURE (name, value) VALUES (?, ?)", [
-            ("PROCESS_0:ENVIRONMENT_VARIABLE", f'SECRET_TOKEN="{SECRET}"'),
-            ("PROCESS_0:ENVIRONMENT_VARIABLE", 'HOME="/home/alice"'),
-            ("PROCESS_0:WORKING_DIR", "/home/alice/project"),
-            ("PROCESS_0:ARGUMENT_0", "/home/alice/project/bench.py"),
-        ])
+        con.executemany(
+            "INSERT INTO META_DATA_CAPTURE (name, value) VALUES (?, ?)",
+            [
+                ("PROCESS_0:ENVIRONMENT_VARIABLE", f'SECRET_TOKEN="{SECRET}"'),
+                ("PROCESS_0:ENVIRONMENT_VARIABLE", 'HOME="/home/alice"'),
+                ("PROCESS_0:WORKING_DIR", "/home/alice/project"),
+                ("PROCESS_0:ARGUMENT_0", "/home/alice/project/bench.py"),
+            ],
+        )
         con.execute("UPDATE META_DATA_CAPTURE SET value = 'alice-workstation' WHERE name = 'DEVICE_DISPLAY_NAME'")
-        con.executemany("INSERT INTO TARGET_INFO_SYSTEM_ENV (globalVid, devStateName, name, nameEnum, value) VALUES (0, 'x', ?, 0, ?)", [
-            ("DeviceEnvironment", f"SECRET_TOKEN={SECRET};PATH=/usr/bin;HOME=/home/alice;"),
-            ("Hostname", "alice-workstation"),
-            ("TargetInstallDir", "/opt/tools/nsys-2025/target-linux-x64"),
-        ])
-        con.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)", [
-            (900001, f"SECRET_TOKEN={SECRET}"),
-            (900002, "OLDPWD=/home/alice"),
-            (900003, "Loaded CUPTI library: /opt/tools/nsys-2025/target-linux-x64/libcupti.so.13.0"),
-            (900004, "/home/alice/project/bench.py"),
-        ])
+        con.executemany(
+            "INSERT INTO TARGET_INFO_SYSTEM_ENV (globalVid, devStateName, name, nameEnum, value) VALUES (0, 'x', ?, 0, ?)",
+            [
+                ("DeviceEnvironment", f"SECRET_TOKEN={SECRET};PATH=/usr/bin;HOME=/home/alice;"),
+                ("Hostname", "alice-workstation"),
+                ("TargetInstallDir", "/opt/tools/nsys-2025/target-linux-x64"),
+            ],
+        )
+        con.executemany(
+            "INSERT INTO StringIds (id, value) VALUES (?, ?)",
+            [
+                (900001, f"SECRET_TOKEN={SECRET}"),
+                (900002, "OLDPWD=/home/alice"),
+                (900003, "Loaded CUPTI library: /opt/tools/nsys-2025/target-linux-x64/libcupti.so.13.0"),
+                (900004, "/home/alice/project/bench.py"),
+            ],
+        )
         con.execute("UPDATE META_DATA_EXPORT SET value = 'alice-workstation' WHERE name = 'EXPORT_HOST'")
         con.execute("UPDATE META_DATA_EXPORT SET value = '/home/alice/run.sqlite' WHERE name = 'EXPORT_PARAM_OUTPUT_PATH_ABS'")
     con.close()
@@ -58,8 +67,11 @@ def test_planted_secret_is_gone(fixture_copy):
     assert report.changed["environment strings"] >= 2
     with sqlite3.connect(path) as con:
         assert con.execute("SELECT value FROM StringIds WHERE id = 900003").fetchone() == (
-            "Loaded CUPTI library: <nsys>/target-linux-x64/libcupti.so.13.0",)
-        assert con.execute("SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_PARAM_OUTPUT_PATH_ABS'").fetchone() == ("run.sqlite",)
+            "Loaded CUPTI library: <nsys>/target-linux-x64/libcupti.so.13.0",
+        )
+        assert con.execute("SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_PARAM_OUTPUT_PATH_ABS'").fetchone() == (
+            "run.sqlite",
+        )
     con.close()
     assert_frame_equal(kernel_summary([path]), before, rel_tol=1e-12)  # the trace itself is untouched
 

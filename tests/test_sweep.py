@@ -101,8 +101,19 @@ def test_verdict_flags_low_clocks(tmp_path):
 @pytest.fixture(scope="module")
 def book(tmp_path_factory):
     path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
-    res = runner.invoke(app, ["ledger", "add", str(SWEEPS / "20261129-182219-quiet"), str(SWEEPS / "20261129-182342-quiet"),
-                              str(QUIET_2), str(LOADED), "--ledger", str(path)])
+    res = runner.invoke(
+        app,
+        [
+            "ledger",
+            "add",
+            str(SWEEPS / "20261129-182219-quiet"),
+            str(SWEEPS / "20261129-182342-quiet"),
+            str(QUIET_2),
+            str(LOADED),
+            "--ledger",
+            str(path),
+        ],
+    )
     assert res.exit_code == 0, res.stderr
     return path
 
@@ -128,12 +139,25 @@ def test_history_command(book):
 
 
 def test_reject_and_issue_comment(book, tmp_path):
-    res = runner.invoke(app, ["ledger", "reject", "ours_regcap", "--metric", "38.36 µs kernel at 4096x4096 vs 34.47",
-                              "--why", "a 32-register cap spills", "--ledger", str(book)])
+    res = runner.invoke(
+        app,
+        [
+            "ledger",
+            "reject",
+            "ours_regcap",
+            "--metric",
+            "38.36 µs kernel at 4096x4096 vs 34.47",
+            "--why",
+            "a 32-register cap spills",
+            "--ledger",
+            str(book),
+        ],
+    )
     assert res.exit_code == 0
     out = tmp_path / "comment.md"
-    res = runner.invoke(app, ["report", str(QUIET), "--issue", "--ledger", str(book), "--charts", str(tmp_path / "charts"),
-                              "-o", str(out)])
+    res = runner.invoke(
+        app, ["report", str(QUIET), "--issue", "--ledger", str(book), "--charts", str(tmp_path / "charts"), "-o", str(out)]
+    )
     assert res.exit_code == 0, res.stderr
     md = out.read_text()
     assert "#### Kernel time, µs: median (p10–p90), from the Nsight Systems trace" in md
@@ -164,8 +188,12 @@ def test_ratio_intervals(quiet):
     r = ratios(quiet.calls, "triton")
     ours = r.filter((pl.col("impl") == "ours") & (pl.col("shape") == "4096x768")).row(0, named=True)
     assert ours["ci_lo"] <= ours["ratio"] <= ours["ci_hi"] < 1 and ours["distinguishable"]
-    same = ratios(quiet.calls.filter(pl.col("impl") == "triton").with_columns(impl=pl.lit("twin")).vstack(
-        quiet.calls.filter(pl.col("impl") == "triton")), "triton")
+    same = ratios(
+        quiet.calls.filter(pl.col("impl") == "triton")
+        .with_columns(impl=pl.lit("twin"))
+        .vstack(quiet.calls.filter(pl.col("impl") == "triton")),
+        "triton",
+    )
     assert not same["distinguishable"].any()  # identical samples: the interval contains 1
 
 

@@ -8,8 +8,10 @@ import polars as pl
 
 from nsys_tools.tables import Format, escape, markdown, render, shorten
 
-TORCH = ("void at::native::<unnamed>::vectorized_layer_norm_kernel<float, float, (bool)0>"
-         "(int, T2, const T1 *, const T1 *, const T1 *, T2 *, T2 *, T1 *)")
+TORCH = (
+    "void at::native::<unnamed>::vectorized_layer_norm_kernel<float, float, (bool)0>"
+    "(int, T2, const T1 *, const T1 *, const T1 *, T2 *, T2 *, T1 *)"
+)
 
 
 def _cells(md: str) -> list[list[str]]:
