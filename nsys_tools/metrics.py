@@ -57,7 +57,8 @@ def ratio_ci(
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    a, b = num.to_numpy().astype(float), den.to_numpy().astype(float)
+    # Sorted first: the samples' order depends on joins, the interval must not.
+    a, b = np.sort(num.to_numpy().astype(float)), np.sort(den.to_numpy().astype(float))
     ra = np.median(a[rng.integers(0, a.size, (resamples, a.size))], axis=1)
     rb = np.median(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
     lo, hi = np.quantile(ra / rb, [(1 - level) / 2, (1 + level) / 2])
