@@ -26,14 +26,13 @@ def launches(ops: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
     """Replace each operation's ``pid, correlation_id`` by its launching call's ``tid,
     api_start_ns, api_end_ns``.
 
-    Correlation ids are unique within a process; the match also checks the process where the
-    operation records it. Operations with no launching call keep null call columns.
+    A correlation id names one call within a process, so the match is on (process, correlation
+    id); exports whose activity tables record no process (``pid`` absent, nsys before 2021) match
+    on the correlation id alone. Operations with no launching call keep null call columns.
     """
-    calls = calls.select("correlation_id", "tid", "api_start_ns", "api_end_ns", call_pid="pid")
-    joined = ops.join(calls, on="correlation_id", how="left").filter(
-        pl.col("pid").is_null() | pl.col("call_pid").is_null() | (pl.col("pid") == pl.col("call_pid"))
-    )
-    return joined.drop("call_pid", "pid", "correlation_id")
+    keys = ["pid", "correlation_id"] if "pid" in ops.collect_schema().names() else ["correlation_id"]
+    calls = calls.select(*keys, "tid", "api_start_ns", "api_end_ns")
+    return ops.join(calls, on=keys, how="left").drop(keys)
 
 
 def _pushpop_depths(ranges: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:

@@ -186,6 +186,8 @@ def run(sizes: list[int], source: Path, workdir: Path, nsys: str | None = None, 
         )
     table = pl.DataFrame(rows)
     baseline = table.filter(pl.col("mismatches").is_not_null()).select("kernels", base_s="wall_s", base_bytes="peak_bytes")
-    return table.join(baseline, on="kernels", maintain_order="left").with_columns(
-        speedup=pl.col("base_s") / pl.col("wall_s"), memory_share=pl.col("peak_bytes") / pl.col("base_bytes")
-    ).drop("base_s", "base_bytes")
+    return (
+        table.join(baseline, on="kernels", maintain_order="left")
+        .with_columns(speedup=pl.col("base_s") / pl.col("wall_s"), memory_share=pl.col("peak_bytes") / pl.col("base_bytes"))
+        .drop("base_s", "base_bytes")
+    )

@@ -236,7 +236,7 @@ def cross_check(table: pl.DataFrame, capture: Path) -> pl.DataFrame:
     shape = table["shape"][0]
     path = capture / f"{shape}.sqlite" if is_sweep(capture) else capture
     ex = open_export(path)
-    cols = ["pid", "correlation_id", "registers_per_thread", "static_shared_bytes", "grid_x", "block_x"]
+    cols = [*events.launch_keys(ex), "registers_per_thread", "static_shared_bytes", "grid_x", "block_x"]
     ops = events.kernels(ex).select(cols)
     found = (
         attribute.project(ops, events.launch_calls(ex, ops), events.nvtx_ranges(ex))

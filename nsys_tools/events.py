@@ -49,6 +49,12 @@ def cuda_hint(ex: Export) -> str:
     return CUDA_HINT
 
 
+def launch_keys(ex: Export, table: str = S.KERNEL) -> list[str]:
+    """The columns that tie an activity record to its launching call: the process and the
+    correlation id, or the correlation id alone where the export records no process."""
+    return ["pid", "correlation_id"] if "globalPid" in ex.tables.get(table, ()) else ["correlation_id"]
+
+
 def kernels(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
     """One row per kernel execution, with launch configuration and resource usage (or only
     ``columns`` of them, read alone: exports hold millions of kernels)."""

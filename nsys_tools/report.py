@@ -46,7 +46,7 @@ def gpu_ops(ex: Export, *, names: Names = "demangled", include_memops: bool = Fa
     literal ``label`` such as ``[CUDA memcpy Device-to-Device]``, as nsys names them.
     """
     id_col = "short_name_id" if names == "short" else "demangled_name_id"
-    cols = ["pid", "correlation_id", "start_ns", "end_ns", "duration_ns"]
+    cols = [*events.launch_keys(ex), "start_ns", "end_ns", "duration_ns"]
     kernels = events.kernels(ex, [*cols, id_col]).select(*cols, name_id=id_col)
     if not include_memops:
         return kernels
@@ -67,7 +67,7 @@ def attributed(
     operation columns carried along (exports hold millions of operations)."""
     ops = gpu_ops(ex, names=names, include_memops=include_memops)
     if keep is not None:
-        ops = ops.select(*dict.fromkeys(["pid", "correlation_id", *keep]))
+        ops = ops.select(*dict.fromkeys([*events.launch_keys(ex), *keep]))
     return attribute.project(ops, events.launch_calls(ex, ops), events.nvtx_ranges(ex), nesting)
 
 

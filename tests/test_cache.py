@@ -101,8 +101,14 @@ def test_bench_against_the_sql_baseline(tmp_path, monkeypatch):
     from nsys_tools import bench
 
     monkeypatch.delenv("NSYS", raising=False)
-    monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "nsys").exists()))
+    monkeypatch.setenv(
+        "PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "nsys").exists())
+    )
     table = bench.run([1905], SRC, tmp_path, progress=lambda msg: None)
-    assert table["tool"].to_list() == ["nsys-tools report (first read)", "nsys-tools report (repeat read)", "sqlite3 SQL baseline"]
+    assert table["tool"].to_list() == [
+        "nsys-tools report (first read)",
+        "nsys-tools report (repeat read)",
+        "sqlite3 SQL baseline",
+    ]
     assert table["kernels"].unique().to_list() == [1905] and table["mismatches"][2] == 0
     assert (table["peak_bytes"] > 0).all() and table["speedup"][2] == 1.0

@@ -7,10 +7,12 @@ import sqlite3
 import stat
 
 import pytest
+from polars.testing import assert_frame_equal
 
 from nsys_tools import events
 from nsys_tools.errors import BadExport, MissingTable, NsysNotFound
 from nsys_tools.export import export_report, find_nsys, open_export
+from nsys_tools.report import kernel_summary
 
 from .conftest import FIXTURES
 
@@ -48,6 +50,8 @@ def test_missing_columns_read_as_nulls(fixture_copy):
     k = events.kernels(ex).collect()
     assert k.height == 381 and k["local_bytes_per_thread"].null_count() == 381
     assert "start_utc_ns" not in events.session(ex)
+    # Without the process on each kernel, launches match on the correlation id alone.
+    assert_frame_equal(kernel_summary([path]), kernel_summary([OLD]), rel_tol=1e-12)
 
 
 def test_gpu_table_keyed_by_device_id(fixture_copy):

@@ -27,10 +27,17 @@ def test_real_capture_loses_its_environment(tmp_path):
         pytest.skip("needs Nsight Systems: put nsys on PATH or set $NSYS")
     env = {**os.environ, "SECRET_TOKEN": SECRET}
     rep = tmp_path / "run"
-    subprocess.run([nsys, "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none", "-o", str(rep), sys.executable,
-                    str(WORKLOAD)], check=True, env=env, capture_output=True)
-    subprocess.run([nsys, "export", "--type", "sqlite", "-o", str(tmp_path / "run.sqlite"), str(rep) + ".nsys-rep"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [nsys, "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none", "-o", str(rep), sys.executable, str(WORKLOAD)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    subprocess.run(
+        [nsys, "export", "--type", "sqlite", "-o", str(tmp_path / "run.sqlite"), str(rep) + ".nsys-rep"],
+        check=True,
+        capture_output=True,
+    )
     export = tmp_path / "run.sqlite"
     assert SECRET.encode() in export.read_bytes()  # nsys stored the environment
     report = scrub(export)
