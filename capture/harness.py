@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from kernels.registry import Problem, format_shape, parse_impls, parse_shape
+from nsys_tools.files import write_text_atomically
 
 from .gpu_state import ClockSampler
 
@@ -211,9 +212,7 @@ def main(argv: list[str] | None = None) -> None:
     result = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
     target = args.out / f"{result['shape']}.harness.json"
-    partial = target.with_suffix(".json.partial")
-    partial.write_text(json.dumps(result))
-    partial.replace(target)
+    write_text_atomically(target, json.dumps(result))
 
 
 if __name__ == "__main__":

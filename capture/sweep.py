@@ -31,6 +31,7 @@ from pathlib import Path
 from kernels.registry import UnsupportedShape, format_shape, get, parse_shape
 from nsys_tools.errors import CaptureError, UsageError
 from nsys_tools.export import export_report, find_nsys
+from nsys_tools.files import write_text_atomically
 from nsys_tools.scrub import scrub
 
 from .gpu_state import smi_snapshot
@@ -70,9 +71,7 @@ class SweepSpec:
 
 
 def write_json(path: Path, data: dict) -> None:
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(data, indent=1, sort_keys=False))
-    partial.replace(path)
+    write_text_atomically(path, json.dumps(data, indent=1))
 
 
 def _git(*args: str) -> str | None:

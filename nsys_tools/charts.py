@@ -125,7 +125,7 @@ def save(chart, stem: Path) -> list[Path]:
     for suffix in (".png", ".html"):
         target = stem.with_suffix(suffix)
         partial = target.with_name(f".{target.name}.partial{suffix}")
-        chart.save(str(partial), scale_factor=2) if suffix == ".png" else chart.save(str(partial))
+        chart.save(str(partial), **({"scale_factor": 2} if suffix == ".png" else {}))
         partial.replace(target)
         out.append(target)
     return out

@@ -75,10 +75,10 @@ def _write(text: str, output: Path | None) -> None:
     if output is None:
         emit(text)
         return
+    from .files import write_text_atomically
+
     output.parent.mkdir(parents=True, exist_ok=True)
-    partial = output.with_name(f".{output.name}.partial")
-    partial.write_text(text)
-    partial.replace(output)
+    write_text_atomically(output, text)
     stderr.print(f"Wrote {output}", markup=False)
 
 

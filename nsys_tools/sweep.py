@@ -175,6 +175,7 @@ SUMMARY_COLUMNS = (
 def sweep_table(paths: list[Path]) -> pl.DataFrame:
     """``summary`` of each sweep folder, in the report's column order; a leading ``sweep``
     column when there are several."""
-    frames = [summary(load(p)).select(*SUMMARY_COLUMNS).with_columns(sweep=pl.lit(load(p).id)) for p in paths]
+    sweeps = [load(p) for p in paths]
+    frames = [summary(s).select(*SUMMARY_COLUMNS).with_columns(sweep=pl.lit(s.id)) for s in sweeps]
     frame = pl.concat(frames)
     return frame.select("sweep", *SUMMARY_COLUMNS) if len(paths) > 1 else frame.drop("sweep")
