@@ -1,11 +1,13 @@
-"""Explore launch configurations of the register-held kernel with ``triton.testing.do_bench``.
+"""Explore launch plans of our kernels with ``triton.testing.do_bench``.
 
     python -m capture.explore --shapes 4096x768,8192x768,1024x2048,4096x4096 --out DIR
 
 For each shape it times every reasonable ``ln_held`` instantiation (threads per row, rows per
-block, cache policy, grid-stride) and the registry's implementations, each checked against a
-float64 reference first. ``do_bench`` clears the L2 before every call (cold L2) and reports
-the median of CUDA-event times. This picks the dispatcher's table; the committed performance
+block, cache policy, grid-stride), every ``ln_bulk`` plan that fits in shared memory (threads,
+rows in flight, blocks per SM, cache policy) and the registry's implementations, each checked
+against a float64 reference first; ``--plans`` picks the kernels, ``--only`` limits it to names
+the registry knows. ``do_bench`` clears the L2 before every call (cold L2) and reports the
+median of CUDA-event times. This picks the dispatcher's table; the committed performance
 numbers come from Nsight Systems sweeps, not from here.
 """
 
@@ -17,8 +19,8 @@ import math
 import time
 from pathlib import Path
 
-from kernels.cuda import Held, Launch, compile_kernels, launcher
-from kernels.registry import IMPLS, Problem, parse_shape
+from kernels.cuda import Held, Launch, compile_kernels, launch_config, launcher
+from kernels.registry import IMPLS, Problem, UnsupportedShape, get, parse_shape
 
 from .harness import check
 
@@ -46,6 +48,25 @@ def held_candidates(m: int, n: int, sms: int) -> list[tuple[str, Launch]]:
     return out
 
 
+def bulk_candidates(m: int, n: int, sms: int) -> list[str]:
+    """Names of the ``ln_bulk`` plans for this shape that fit: at most 8 float4 slots a thread."""
+    out = []
+    for tpr in (32, 64, 128, 256, 512, 1024):
+        if math.ceil(n / 4 / tpr) > 8 or (tpr > 32 and tpr * 4 > n):
+            continue
+        for stages in (2, 3, 4, 6):
+            for bps in (1, 2, 3, 4, 6, 8):
+                for cache in ("", "_c2"):
+                    name = f"bulk_t{tpr}_s{stages}_b{bps}{cache}"
+                    try:
+                        launch_config(name, m, n, 4, sms)
+                    except UnsupportedShape:
+                        continue
+                    if 256 <= tpr * bps <= 2048:
+                        out.append(name)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     import torch
     from triton.testing import do_bench
@@ -53,6 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="4096x768,8192x768,1024x2048,4096x4096")
     p.add_argument("--impls", default=",".join(IMPLS))
+    p.add_argument("--plans", default="held,bulk", help="which kernels' launch plans to sweep: held, bulk or both")
+    p.add_argument("--only", default="", help="comma-separated registry names: time these and --impls only")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -66,20 +89,27 @@ def main(argv: list[str] | None = None) -> None:
             torch.randn(n, device="cuda"),
             torch.randn(n, device="cuda"),
         )
-        cands = held_candidates(m, n, sms)
+        plans = set(args.plans.split(","))
+        cands = held_candidates(m, n, sms) if "held" in plans and not args.only else []
+        names = args.only.split(",") if args.only else bulk_candidates(m, n, sms) if "bulk" in plans else []
         t0 = time.perf_counter()
-        compile_kernels([launch.kernel for _, launch in cands])
-        print(f"{shape}: compiled {len(cands)} configs in {time.perf_counter() - t0:.1f}s", flush=True)
+        compile_kernels([launch.kernel for _, launch in cands] + [launch_config(b, m, n, 4, sms).kernel for b in names])
+        print(f"{shape}: compiled {len(cands) + len(names)} configs in {time.perf_counter() - t0:.1f}s", flush=True)
         entries = [(label, launcher(prob, launch), None) for label, launch in cands]
-        for name in args.impls.split(","):
-            impl = IMPLS[name]
+        for name in names + args.impls.split(","):
+            impl = get(name)
             try:
-                entries.append((f"impl {name}", impl.setup(prob), impl))
+                entries.append((name if name in names else f"impl {name}", impl.setup(prob), impl))
             except Exception as exc:
                 rows.append({"shape": shape, "config": f"impl {name}", "error": str(exc)})
         for label, fn, impl in entries:
-            err = check(impl or IMPLS["ours"], fn, prob)
-            us = do_bench(fn, warmup=10, rep=40, return_mode="median") * 1000
+            try:
+                err = check(impl or IMPLS["ours"], fn, prob)
+                us = do_bench(fn, warmup=10, rep=40, return_mode="median") * 1000
+            except Exception as exc:  # a plan the GPU refuses to launch: record it, go on
+                print(f"  {label}: {exc}", flush=True)
+                rows.append({"shape": shape, "config": label, "error": str(exc)})
+                continue
             rows.append({"shape": shape, "config": label, "median_us": round(us, 3), "rel_err": err})
         best = sorted(
             (r for r in rows if r["shape"] == shape and "median_us" in r and r["rel_err"] < 1e-5), key=lambda r: r["median_us"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from .registry import HELD_MAX_N, HELD_NAME, STAGED_NAME, Problem, UnsupportedShape
+from .registry import BULK_NAME, HELD_MAX_N, HELD_NAME, STAGED_NAME, Problem, UnsupportedShape
 
 SOURCE = Path(__file__).with_name("layernorm.cu")
 NVRTC_OPTIONS = ("--std=c++17",)
@@ -19,6 +19,7 @@ NVRTC_OPTIONS = ("--std=c++17",)
 # these too, so that its registers match what the GPU ran (checked against traces).
 CUPY_IMPLICIT_OPTIONS = ("-ftz=true",)
 SM_COUNT_DEFAULT = 132  # H200; the launcher asks the device
+SHARED_PER_SM = 228 * 1024  # sm_90: shared memory per SM, of which 1 KB is reserved per block
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,9 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
             raise UnsupportedShape(None, f"{variant} needs 16-byte aligned rows with N % 4 == 0")
         tpr, cache, minb = (int(g) if g else 0 for g in staged.groups())
         return Launch(f"ln_staged<{tpr},{cache},{minb}>", m, tpr, 4 * n)
+    bulk = BULK_NAME.match(variant)
+    if bulk:
+        return _bulk_config(variant, m, n, vec, sm_count, *(int(g) if g else 0 for g in bulk.groups()))
     explicit = HELD_NAME.match(variant)
     if explicit:
         tpr, rpb, cache, minb = (int(g) if g else d for g, d in zip(explicit.groups(), (0, 1, 0, 0), strict=True))
@@ -108,6 +112,22 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
     if variant == "ours_gridstride":
         grid = min(grid, 8 * sm_count)
     return Launch(held.name, grid, held.threads)
+
+
+def _bulk_config(variant: str, m: int, n: int, vec: int, sm_count: int, tpr: int, stages: int, bps: int, cache: int) -> Launch:
+    """``ln_bulk``: ``bps`` persistent blocks per SM (capped at one per row), ``stages`` rows of
+    shared memory each."""
+    if vec != 4:
+        raise UnsupportedShape(None, f"{variant} needs 16-byte aligned rows with N % 4 == 0")
+    shared = stages * n * 4
+    static = 8 * stages + 24 * (tpr // 32) + 1024  # mbarriers, two rounds of partials, the per-block reserve
+    if bps * (shared + static) > SHARED_PER_SM:
+        need = f"{bps} x {stages} rows of {n * 4} bytes of shared memory per SM"
+        raise UnsupportedShape(None, f"{variant} needs {need}", "ask for fewer stages or blocks per SM")
+    slots = math.ceil(n / 4 / tpr)
+    if slots > 8:
+        raise UnsupportedShape(None, f"{variant} would hold {slots} float4 per thread at N = {n} (at most 8)", "use more threads")
+    return Launch(f"ln_bulk<{tpr},{slots},{stages},{cache},{bps}>", min(m, bps * sm_count), tpr, shared)
 
 
 def vec_width(problem: Problem) -> int:
@@ -151,7 +171,7 @@ def launcher(problem: Problem, plan: Launch):
         np.float32(problem.eps),
     )
     grid, block, shared = (plan.grid,), (plan.block,), plan.shared_bytes
-    if shared > 48 * 1024:
+    if shared:  # static and dynamic shared memory past 48 KB together need the opt-in
         kernel.max_dynamic_shared_size_bytes = shared
 
     def launch() -> None:

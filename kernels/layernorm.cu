@@ -333,3 +333,123 @@ __global__ void __launch_bounds__(TPR, MINB) ln_staged(
     store4<CACHE>(yr + 4 * q, o);
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Persistent blocks fed by bulk copies (cp.async.bulk, the TMA engine of sm_90 and later).
+// Block b walks rows b, b + gridDim.x, ...; one thread keeps STAGES of them in flight as single
+// bulk copies of the whole row into shared memory, each completing on its own mbarrier, while the
+// block reduces and writes the oldest from registers. The refill of a stage is issued right
+// after the barrier that merges the warps' partials, the point where every thread has read it.
+// gamma and beta are read once per block and stay in registers. __launch_bounds__ asks for BPS
+// resident blocks per SM, the grid's blocks per SM. Needs 16-byte aligned rows, N % 4 == 0 and
+// STAGES * N * 4 bytes of dynamic shared memory. CACHE 2: loads hinted evict-first and streaming
+// stores; 4: streaming stores only.
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+template <bool EVICT_FIRST>
+__device__ __forceinline__ void bulk_row(unsigned dst, const float* src, unsigned bytes, unsigned bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+  if (EVICT_FIRST)
+    asm volatile(
+        "{\n\t.reg .b64 policy;\n\tcreatepolicy.fractional.L2::evict_first.b64 policy, 1.0;\n\t"
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], policy;\n\t}" ::"r"(dst),
+        "l"(src), "r"(bytes), "r"(bar)
+        : "memory");
+  else
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst), "l"(src),
+                 "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+__device__ __forceinline__ void wait_phase(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done)
+    asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+}
+
+template <int TPR, int SLOTS, int STAGES, int CACHE, int BPS>
+__global__ void __launch_bounds__(TPR, BPS) ln_bulk(
+    const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ gamma,
+    const float* __restrict__ beta, int M, int N, long long sx, long long sy, float eps) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int WARPS = TPR / 32;
+  extern __shared__ float4 rows[];  // STAGES rows of N floats
+  __shared__ __align__(8) unsigned long long full[STAGES];
+  __shared__ float3 part[2][WARPS];  // per warp: sum, M2, count; alternate rounds use alternate halves
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const int quads = N >> 2;
+  const unsigned bytes = static_cast<unsigned>(N) * 4u;
+  const int count = blockIdx.x < M ? (M - 1 - blockIdx.x) / gridDim.x + 1 : 0;  // rows of this block
+  const float* x0 = x + blockIdx.x * sx;
+  const long long xstep = gridDim.x * sx;
+
+  if (t == 0) {
+    for (int s = 0; s < STAGES; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(full + s)));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int s = 0; s < STAGES && s < count; ++s) bulk_row<CACHE == 2>(smem_addr(rows + s * quads), x0 + s * xstep, bytes, smem_addr(full + s));
+  }
+
+  float4 g[SLOTS], b[SLOTS];
+  int wn = 0;
+#pragma unroll
+  for (int k = 0; k < SLOTS; ++k) {
+    const int q = k * TPR + t;
+    g[k] = q < quads ? reinterpret_cast<const float4*>(gamma)[q] : make_float4(0.f, 0.f, 0.f, 0.f);
+    b[k] = q < quads ? reinterpret_cast<const float4*>(beta)[q] : make_float4(0.f, 0.f, 0.f, 0.f);
+    wn += 4 * min(max(quads - (k * TPR + w * 32), 0), 32);
+  }
+  __syncthreads();
+
+  for (int i = 0; i < count; ++i) {
+    const int s = i % STAGES;
+    wait_phase(smem_addr(full + s), (i / STAGES) & 1);
+    const float4* src = rows + s * quads;
+    float4 v[SLOTS];
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < SLOTS; ++k) {
+      const int q = k * TPR + t;
+      v[k] = q < quads ? src[q] : make_float4(0.f, 0.f, 0.f, 0.f);
+      sum += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+    }
+    const float wsum = warp_sum(sum);
+    const float wmean = wn > 0 ? wsum / wn : 0.f;
+    float sq = 0.f;
+#pragma unroll
+    for (int k = 0; k < SLOTS; ++k) {
+      if (k * TPR + t < quads) {
+        const float a = v[k].x - wmean, c = v[k].y - wmean, d = v[k].z - wmean, e = v[k].w - wmean;
+        sq += (a * a + c * c) + (d * d + e * e);
+      }
+    }
+    const float wm2 = warp_sum(sq);
+    if (lane == 0) part[i & 1][w] = make_float3(wsum, wm2, (float)wn);
+    __syncthreads();  // every thread has read stage s and written its partial
+    if (t == 0 && i + STAGES < count)
+      bulk_row<CACHE == 2>(smem_addr(rows + s * quads), x0 + (i + STAGES) * xstep, bytes, smem_addr(full + s));
+    const float3 p = lane < WARPS ? part[i & 1][lane] : make_float3(0.f, 0.f, 0.f);
+    const float mean = warp_sum(p.x) / N;
+    const float dm = p.z > 0.f ? p.x / p.z - mean : 0.f;
+    const float rstd = rsqrtf(warp_sum(p.y + p.z * dm * dm) / N + eps);
+
+    float* yr = y + (blockIdx.x + (long long)i * gridDim.x) * sy;
+#pragma unroll
+    for (int k = 0; k < SLOTS; ++k) {
+      const int q = k * TPR + t;
+      if (q < quads) {
+        float4 o;
+        o.x = (v[k].x - mean) * rstd * g[k].x + b[k].x;
+        o.y = (v[k].y - mean) * rstd * g[k].y + b[k].y;
+        o.z = (v[k].z - mean) * rstd * g[k].z + b[k].z;
+        o.w = (v[k].w - mean) * rstd * g[k].w + b[k].w;
+        store4<CACHE>(yr + 4 * q, o);
+      }
+    }
+  }
+#endif
+}

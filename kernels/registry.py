@@ -142,6 +142,9 @@ IMPLS: dict[str, Impl] = {
 HELD_NAME = re.compile(r"^held_t(32|64|128|256|512|1024)(?:_r([124]))?(?:_c([0-4]))?(?:_m(\d+))?$")
 # The same for the shared-memory-staged kernel (aligned rows only): staged_t<threads>[_c<0-4>][_m<min blocks>].
 STAGED_NAME = re.compile(r"^staged_t(32|64|128|256|512|1024)(?:_c([0-4]))?(?:_m(\d+))?$")
+# Persistent blocks fed by bulk copies (sm_90+, aligned rows): bulk_t<threads>_s<rows in flight
+# per block>_b<blocks per SM>[_c<cache policy 0, 2 or 4>].
+BULK_NAME = re.compile(r"^bulk_t(32|64|128|256|512|1024)_s([1-8])_b([1-8])(?:_c([024]))?$")
 
 
 def get(name: str) -> Impl:
@@ -151,6 +154,8 @@ def get(name: str) -> Impl:
         return _ours(name, "register-held kernel with an explicit launch plan (see kernels/cuda.py)", HELD_MAX_N)
     if STAGED_NAME.match(name):
         return _ours(name, "row staged in shared memory by cp.async, with an explicit launch plan", HELD_MAX_N)
+    if BULK_NAME.match(name):
+        return _ours(name, "persistent blocks, rows brought into shared memory by bulk copies (TMA), explicit plan", HELD_MAX_N)
     raise UsageError(None, f"unknown implementation {name!r}", f"choose from {', '.join(IMPLS)}, or held_t<threads>...")
 
 

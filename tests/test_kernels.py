@@ -86,3 +86,18 @@ def test_explicit_held_plans():
     assert launch_config("staged_t128_m12", 4096, 4096) == Launch("ln_staged<128,0,12>", 4096, 128, 16384)
     with pytest.raises(UnsupportedShape, match="aligned"):
         launch_config("staged_t128", 4096, 777, vec=1)
+
+
+def test_bulk_plans_fit_shared_memory_and_registers():
+    assert get("bulk_t128_s4_b3").family == "ours"
+    # 3 blocks per SM on 132 SMs, four 16 KB rows in flight per block
+    assert launch_config("bulk_t128_s4_b3", 4096, 4096, sm_count=132) == Launch("ln_bulk<128,8,4,0,3>", 396, 128, 65536)
+    assert launch_config("bulk_t256_s2_b4_c2", 100, 4096).grid == 100  # never more blocks than rows
+    with pytest.raises(UnsupportedShape, match="shared memory"):
+        launch_config("bulk_t256_s8_b2", 4096, 4096)  # 2 x 8 x 16 KB > 228 KB
+    with pytest.raises(UnsupportedShape, match="16 float4"):
+        launch_config("bulk_t128_s2_b1", 4096, 8192)
+    with pytest.raises(UnsupportedShape, match="aligned"):
+        launch_config("bulk_t128_s2_b1", 4096, 777, vec=1)
+    with pytest.raises(UsageError):
+        get("bulk_t128_s9_b1")
