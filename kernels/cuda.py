@@ -119,6 +119,8 @@ def _bulk_config(variant: str, m: int, n: int, vec: int, sm_count: int, tpr: int
     shared memory each."""
     if vec != 4:
         raise UnsupportedShape(None, f"{variant} needs 16-byte aligned rows with N % 4 == 0")
+    if cache & 8 and stages < 2:
+        raise UnsupportedShape(None, f"{variant}: bulk stores free a stage one row late, so they need 2 stages or more")
     shared = stages * n * 4
     static = 8 * stages + 24 * (tpr // 32) + 1024  # mbarriers, two rounds of partials, the per-block reserve
     if bps * (shared + static) > SHARED_PER_SM:

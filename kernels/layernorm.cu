@@ -338,12 +338,14 @@ __global__ void __launch_bounds__(TPR, MINB) ln_staged(
 // Persistent blocks fed by bulk copies (cp.async.bulk, the TMA engine of sm_90 and later).
 // Block b walks rows b, b + gridDim.x, ...; one thread keeps STAGES of them in flight as single
 // bulk copies of the whole row into shared memory, each completing on its own mbarrier, while the
-// block reduces and writes the oldest from registers. The refill of a stage is issued right
-// after the barrier that merges the warps' partials, the point where every thread has read it.
-// gamma and beta are read once per block and stay in registers. __launch_bounds__ asks for BPS
-// resident blocks per SM, the grid's blocks per SM. Needs 16-byte aligned rows, N % 4 == 0 and
-// STAGES * N * 4 bytes of dynamic shared memory. CACHE 2: loads hinted evict-first and streaming
-// stores; 4: streaming stores only.
+// block reduces and writes the oldest. gamma and beta are read once per block and stay in
+// registers. __launch_bounds__ asks for BPS resident blocks per SM, the grid's blocks per SM.
+// Needs 16-byte aligned rows, N % 4 == 0 and STAGES * N * 4 bytes of dynamic shared memory.
+// CACHE (bits): 2, loads hinted evict-first and streaming stores; 4, streaming stores only;
+// 8, the normalized row is written back into its stage and leaves by one bulk copy too.
+//   Register stores: a stage is refilled right after the barrier that merges the warps'
+//   partials, the point where every thread has read it.
+//   Bulk stores: a stage is refilled one row later, once the copy out of it has read it.
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
@@ -378,6 +380,8 @@ __global__ void __launch_bounds__(TPR, BPS) ln_bulk(
     const float* __restrict__ beta, int M, int N, long long sx, long long sy, float eps) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int WARPS = TPR / 32;
+  constexpr bool EVICT_FIRST = (CACHE & 2) != 0, BULK_STORE = (CACHE & 8) != 0;
+  constexpr int STORE = CACHE & 6;  // the store4 policy for register stores
   extern __shared__ float4 rows[];  // STAGES rows of N floats
   __shared__ __align__(8) unsigned long long full[STAGES];
   __shared__ float3 part[2][WARPS];  // per warp: sum, M2, count; alternate rounds use alternate halves
@@ -387,11 +391,14 @@ __global__ void __launch_bounds__(TPR, BPS) ln_bulk(
   const int count = blockIdx.x < M ? (M - 1 - blockIdx.x) / gridDim.x + 1 : 0;  // rows of this block
   const float* x0 = x + blockIdx.x * sx;
   const long long xstep = gridDim.x * sx;
+  // The stage refilled after row i's barrier, and with which row (none when negative).
+  const int lag = BULK_STORE ? 1 : 0;
 
   if (t == 0) {
     for (int s = 0; s < STAGES; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(full + s)));
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    for (int s = 0; s < STAGES && s < count; ++s) bulk_row<CACHE == 2>(smem_addr(rows + s * quads), x0 + s * xstep, bytes, smem_addr(full + s));
+    for (int s = 0; s < STAGES && s < count; ++s)
+      bulk_row<EVICT_FIRST>(smem_addr(rows + s * quads), x0 + s * xstep, bytes, smem_addr(full + s));
   }
 
   float4 g[SLOTS], b[SLOTS];
@@ -408,13 +415,13 @@ __global__ void __launch_bounds__(TPR, BPS) ln_bulk(
   for (int i = 0; i < count; ++i) {
     const int s = i % STAGES;
     wait_phase(smem_addr(full + s), (i / STAGES) & 1);
-    const float4* src = rows + s * quads;
+    float4* stage = rows + s * quads;
     float4 v[SLOTS];
     float sum = 0.f;
 #pragma unroll
     for (int k = 0; k < SLOTS; ++k) {
       const int q = k * TPR + t;
-      v[k] = q < quads ? src[q] : make_float4(0.f, 0.f, 0.f, 0.f);
+      v[k] = q < quads ? stage[q] : make_float4(0.f, 0.f, 0.f, 0.f);
       sum += (v[k].x + v[k].y) + (v[k].z + v[k].w);
     }
     const float wsum = warp_sum(sum);
@@ -429,9 +436,12 @@ __global__ void __launch_bounds__(TPR, BPS) ln_bulk(
     }
     const float wm2 = warp_sum(sq);
     if (lane == 0) part[i & 1][w] = make_float3(wsum, wm2, (float)wn);
-    __syncthreads();  // every thread has read stage s and written its partial
-    if (t == 0 && i + STAGES < count)
-      bulk_row<CACHE == 2>(smem_addr(rows + s * quads), x0 + (i + STAGES) * xstep, bytes, smem_addr(full + s));
+    __syncthreads();  // every thread has read stage s (and, with bulk stores, row i - 1 has left)
+    const int done = i - lag, refill = done + STAGES;
+    if (t == 0 && done >= 0 && refill < count) {
+      if (BULK_STORE) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+      bulk_row<EVICT_FIRST>(smem_addr(rows + (done % STAGES) * quads), x0 + refill * xstep, bytes, smem_addr(full + done % STAGES));
+    }
     const float3 p = lane < WARPS ? part[i & 1][lane] : make_float3(0.f, 0.f, 0.f);
     const float mean = warp_sum(p.x) / N;
     const float dm = p.z > 0.f ? p.x / p.z - mean : 0.f;
@@ -447,9 +457,20 @@ __global__ void __launch_bounds__(TPR, BPS) ln_bulk(
         o.y = (v[k].y - mean) * rstd * g[k].y + b[k].y;
         o.z = (v[k].z - mean) * rstd * g[k].z + b[k].z;
         o.w = (v[k].w - mean) * rstd * g[k].w + b[k].w;
-        store4<CACHE>(yr + 4 * q, o);
+        if (BULK_STORE) stage[q] = o;
+        else store4<STORE>(yr + 4 * q, o);
+      }
+    }
+    if (BULK_STORE) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // our writes, visible to the bulk copy
+      __syncthreads();
+      if (t == 0) {
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(yr), "r"(smem_addr(stage)), "r"(bytes)
+                     : "memory");
+        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
       }
     }
   }
+  if (BULK_STORE && t == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 #endif
 }

@@ -143,8 +143,9 @@ HELD_NAME = re.compile(r"^held_t(32|64|128|256|512|1024)(?:_r([124]))?(?:_c([0-4
 # The same for the shared-memory-staged kernel (aligned rows only): staged_t<threads>[_c<0-4>][_m<min blocks>].
 STAGED_NAME = re.compile(r"^staged_t(32|64|128|256|512|1024)(?:_c([0-4]))?(?:_m(\d+))?$")
 # Persistent blocks fed by bulk copies (sm_90+, aligned rows): bulk_t<threads>_s<rows in flight
-# per block>_b<blocks per SM>[_c<cache policy 0, 2 or 4>].
-BULK_NAME = re.compile(r"^bulk_t(32|64|128|256|512|1024)_s([1-8])_b([1-8])(?:_c([024]))?$")
+# per block>_b<blocks per SM>[_c<cache bits: 2 evict-first loads and streaming stores, 4 streaming
+# stores, 8 bulk stores, 10 both>].
+BULK_NAME = re.compile(r"^bulk_t(32|64|128|256|512|1024)_s([1-8])_b([1-8])(?:_c(0|2|4|8|10))?$")
 
 
 def get(name: str) -> Impl:

@@ -99,5 +99,9 @@ def test_bulk_plans_fit_shared_memory_and_registers():
         launch_config("bulk_t128_s2_b1", 4096, 8192)
     with pytest.raises(UnsupportedShape, match="aligned"):
         launch_config("bulk_t128_s2_b1", 4096, 777, vec=1)
-    with pytest.raises(UsageError):
-        get("bulk_t128_s9_b1")
+    with pytest.raises(UnsupportedShape, match="2 stages"):
+        launch_config("bulk_t128_s1_b4_c8", 4096, 4096)
+    assert launch_config("bulk_t128_s3_b4_c10", 4096, 4096).kernel == "ln_bulk<128,8,3,10,4>"
+    for bad in ("bulk_t128_s9_b1", "bulk_t128_s2_b2_c1"):
+        with pytest.raises(UsageError):
+            get(bad)

@@ -68,3 +68,35 @@ def test_offset_mean(name):
     1e6 in fp32) would be off by percents and fail it."""
     err = _run_and_check(IMPLS[name], _problem(512, 1024, mean=1000.0))
     assert err < 1e-4
+
+
+BULK_PLANS = ["bulk_t128_s3_b4", "bulk_t128_s2_b2_c2", "bulk_t256_s4_b2_c8", "bulk_t512_s3_b1_c10", "bulk_t32_s4_b8_c4"]
+
+
+@pytest.mark.parametrize("shape", ["1x4", "3x8", "133x1028", "4096x768", "4096x4096", "2x16384"])
+@pytest.mark.parametrize("name", BULK_PLANS)
+def test_bulk_plans(name, shape):
+    """The bulk-copy kernel's plans: fewer rows than blocks, rows that leave threads idle, as
+    many rows as blocks times stages, and more; plans that cannot hold a width say so."""
+    from kernels.registry import get
+
+    impl = get(name)
+    m, n = parse_shape(shape)
+    prob = _problem(m, n)
+    try:
+        launch = impl.setup(prob)
+    except UnsupportedShape as exc:
+        assert "float4 per thread" in str(exc) or "shared memory" in str(exc)
+        return
+    from capture.harness import check
+
+    err = check(impl, launch, prob)
+    assert err < TOLERANCE, f"{name} at {shape}: relative error {err:.3g}"
+
+
+@pytest.mark.parametrize("name", BULK_PLANS)
+def test_bulk_plans_strided_rows(name):
+    from kernels.registry import get
+
+    prob = _problem(257, 768, row_pad=4)
+    assert _run_and_check(get(name), prob) < TOLERANCE
