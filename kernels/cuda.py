@@ -92,12 +92,15 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
         return _bulk_config(variant, m, n, vec, sm_count, *(int(g) if g else 0 for g in bulk.groups()))
     explicit = HELD_NAME.match(variant)
     if explicit:
-        tpr, rpb, cache, minb = (int(g) if g else d for g, d in zip(explicit.groups(), (0, 1, 0, 0), strict=True))
+        tpr, rpb, cache, minb, cap = (int(g) if g else d for g, d in zip(explicit.groups(), (0, 1, 0, 0, 0), strict=True))
         held = replace(held_for(n, vec, tpr=tpr), rpb=rpb, cache=cache, minb=minb)
+        # Shared memory the kernel does not use, reserved so that at most ``cap`` blocks fit an SM
+        # (the static part and the 1 KB per-block reserve fit in the 2 KB left over).
+        pad = SHARED_PER_SM // cap - 2048 if cap else 0
         if held.threads > 1024:
             raise UnsupportedShape(None, f"{variant} asks for {held.threads} threads per block (at most 1024)")
     else:
-        held = held_for(n, vec, tpr=128 if variant == "row_held" else None)
+        held, pad = held_for(n, vec, tpr=128 if variant == "row_held" else None), 0
     if variant == "ours_nc":
         held = replace(held, cache=1)
     elif variant == "ours_cs":
@@ -111,7 +114,7 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
     grid = math.ceil(m / held.rpb)
     if variant == "ours_gridstride":
         grid = min(grid, 8 * sm_count)
-    return Launch(held.name, grid, held.threads)
+    return Launch(held.name, grid, held.threads, pad)
 
 
 def _bulk_config(variant: str, m: int, n: int, vec: int, sm_count: int, tpr: int, stages: int, bps: int, cache: int) -> Launch:

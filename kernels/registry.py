@@ -138,8 +138,9 @@ IMPLS: dict[str, Impl] = {
 
 
 # An explicit register-held configuration, for trying launch plans in a sweep without editing
-# the dispatcher: held_t<threads per row>[_r<rows per block>][_c<cache policy 0-4>][_m<min blocks>].
-HELD_NAME = re.compile(r"^held_t(32|64|128|256|512|1024)(?:_r([124]))?(?:_c([0-4]))?(?:_m(\d+))?$")
+# the dispatcher: held_t<threads per row>[_r<rows per block>][_c<cache policy 0-4>][_m<min blocks>]
+# [_o<at most this many resident blocks per SM, by reserving shared memory>].
+HELD_NAME = re.compile(r"^held_t(32|64|128|256|512|1024)(?:_r([124]))?(?:_c([0-4]))?(?:_m(\d+))?(?:_o([1-8]))?$")
 # The same for the shared-memory-staged kernel (aligned rows only): staged_t<threads>[_c<0-4>][_m<min blocks>].
 STAGED_NAME = re.compile(r"^staged_t(32|64|128|256|512|1024)(?:_c([0-4]))?(?:_m(\d+))?$")
 # Persistent blocks fed by bulk copies (sm_90+, aligned rows): bulk_t<threads>_s<rows in flight

@@ -83,6 +83,9 @@ def test_explicit_held_plans():
     assert launch_config("held_t1024", 4096, 4096) == Launch("ln_held<1024,1,4,1,0,0>", 4096, 1024)
     with pytest.raises(UsageError):
         get("held_t96")
+    # at most 3 blocks per SM: 3 x (pad + 2 KB) fits 228 KB, a fourth block does not
+    pad = launch_config("held_t256_c2_o3", 4096, 4096).shared_bytes
+    assert 3 * (pad + 2048) <= 228 * 1024 < 4 * (pad + 1024)
     assert launch_config("staged_t128_m12", 4096, 4096) == Launch("ln_staged<128,0,12>", 4096, 128, 16384)
     with pytest.raises(UnsupportedShape, match="aligned"):
         launch_config("staged_t128", 4096, 777, vec=1)
