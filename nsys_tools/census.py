@@ -35,6 +35,7 @@ class Compiled:
     cubin: bytes
     grid: int
     block: int
+    dynamic_shared_bytes: int = 0  # requested at launch
 
 
 def _arch_number(arch: str) -> int:
@@ -52,7 +53,7 @@ def compile_ours(variant: str, m: int, n: int, arch: str) -> Compiled:
         from cuda.bindings import nvrtc
     except ImportError as exc:
         raise ToolMissing(None, "NVRTC's Python bindings are not installed", "pip install 'nsys-tools[census]'") from exc
-    plan = launch_config(variant, m, n, vec=4 if n % 4 == 0 else 1)
+    plan = launch_config(variant, m, n, vec=4 if n % 4 == 0 else 1, arch=_arch_number(arch))
     name = plan.kernel.encode()
     try:
         err, prog = nvrtc.nvrtcCreateProgram(SOURCE.read_bytes(), b"layernorm.cu", 0, [], [])
@@ -72,7 +73,7 @@ def compile_ours(variant: str, m: int, n: int, arch: str) -> Compiled:
     cubin = b" " * size
     nvrtc.nvrtcGetCUBIN(prog, cubin)
     nvrtc.nvrtcDestroyProgram(prog)
-    return Compiled(variant, lowered.decode(), cubin, plan.grid, plan.block)
+    return Compiled(variant, lowered.decode(), cubin, plan.grid, plan.block, plan.shared_bytes)
 
 
 def compile_triton(m: int, n: int, arch: str) -> Compiled:
@@ -96,7 +97,7 @@ def compile_triton(m: int, n: int, arch: str) -> Compiled:
     attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
     src = ASTSource(fn=layer_norm_fwd, signature=signature, constexprs=constexprs, attrs=attrs)
     kernel = triton.compile(src, target=GPUTarget("cuda", _arch_number(arch), 32), options={"num_warps": warps})
-    return Compiled("triton", kernel.metadata.name, kernel.asm["cubin"], m, warps * 32)
+    return Compiled("triton", kernel.metadata.name, kernel.asm["cubin"], m, warps * 32, kernel.metadata.shared)
 
 
 def cuobjdump() -> str:
@@ -219,6 +220,7 @@ def census(shape: str, impls: list[str], arch: str = "sm_90") -> pl.DataFrame:
                 "arch": arch,
                 "grid": c.grid,
                 "block": c.block,
+                "dynamic_shared_bytes": c.dynamic_shared_bytes,
                 **resources(c.cubin, c.kernel, arch),
                 **sass_counts(c.cubin, c.kernel),
             }
@@ -262,7 +264,7 @@ PROPERTIES = (
     ("Kernel", lambda r: r["short"]),
     ("Grid × block", lambda r: f"{r['grid']} × {r['block']}"),
     ("Registers per thread", lambda r: str(r["registers"])),
-    ("Static shared memory", lambda r: f"{r['shared_bytes']} bytes"),
+    ("Shared memory, static + dynamic", lambda r: f"{r['shared_bytes']} + {r['dynamic_shared_bytes']} bytes"),
     ("Local memory, spill stores", lambda r: f"{r['local_bytes']} bytes, {r['st_local']} STL ({r['spill_store_bytes']} bytes)"),
     ("Global loads 128 / 64 / 32-bit", lambda r: f"{r['ld_global_128']} / {r['ld_global_64']} / {r['ld_global_32']}"),
     ("Global stores 128 / 64 / 32-bit", lambda r: f"{r['st_global_128']} / {r['st_global_64']} / {r['st_global_32']}"),

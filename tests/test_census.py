@@ -96,3 +96,13 @@ def test_missing_cuobjdump_is_named(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(census.ToolMissing, match="cuobjdump was not found"):
         census.cuobjdump()
+
+
+def test_wide_rows_use_bulk_copies_on_sm90_only():
+    """At 1024x16384 ours is one persistent block per SM with three 64 KB rows in flight, read by
+    bulk copies; for sm_80 the same shape compiles the register-held kernel."""
+    hopper = census.census("1024x16384", ["ours"], "sm_90").row(0, named=True)
+    assert hopper["kernel"].startswith("_Z7ln_bulk") and (hopper["grid"], hopper["block"]) == (132, 512)
+    assert hopper["dynamic_shared_bytes"] == 3 * 16384 * 4 and hopper["st_local"] == 0
+    ampere = census.census("1024x16384", ["ours"], "sm_80").row(0, named=True)
+    assert ampere["kernel"].startswith("_Z7ln_held") and ampere["dynamic_shared_bytes"] == 0
