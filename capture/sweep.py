@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from kernels.registry import UnsupportedShape, format_shape, get, parse_shape
+from kernels.registry import UnsupportedShape, format_shape, get, parse_impls, parse_shape
 from nsys_tools.errors import CaptureError, UsageError
 from nsys_tools.export import export_report, find_nsys
 from nsys_tools.files import write_text_atomically
@@ -60,8 +60,7 @@ class SweepSpec:
         if self.op != "layernorm":
             raise UsageError(None, f"unknown op {self.op!r}", "the harness knows: layernorm")
         self.shapes = [format_shape(*parse_shape(s)) for s in self.shapes]
-        for name in self.impls:
-            get(name)
+        parse_impls(",".join(self.impls))
         if self.control not in self.impls:
             raise UsageError(None, f"control {self.control!r} is not among --impls", "add it to --impls")
         if min(self.rounds, self.iters) < 1 or self.warmup < 0:

@@ -57,9 +57,6 @@ class Launch:
 # slots, and from 4096 floats on, streaming (evict-first) loads and stores.
 HELD_PLAN_VEC4 = ((1024, 32, 4, 0), (2048, 128, 1, 0), (8192, 256, 1, 2), (HELD_MAX_N, 512, 1, 2))
 HELD_PLAN_VEC1 = ((1024, 128, 1, 0), (2048, 256, 1, 0), (4096, 512, 1, 0), (HELD_MAX_N, 1024, 1, 0))
-# Aligned rows wider than 8192 floats, on sm_90 and later: one persistent 512-thread block per
-# SM with three rows in flight by bulk copies (36.93 against 37.92 µs at 1024x16384).
-BULK_WIDE_FROM, BULK_WIDE_PLAN = 8192, "bulk_t512_s3_b1"
 
 
 def held_for(n: int, vec: int, tpr: int | None = None) -> Held:
@@ -90,12 +87,10 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
             raise UnsupportedShape(None, f"{variant} needs 16-byte aligned rows with N % 4 == 0")
         tpr, cache, minb = (int(g) if g else 0 for g in staged.groups())
         return Launch(f"ln_staged<{tpr},{cache},{minb}>", m, tpr, 4 * n)
-    if variant == "ours" and arch >= 90 and vec == 4 and BULK_WIDE_FROM < n <= HELD_MAX_N:
-        variant = BULK_WIDE_PLAN
     bulk = BULK_NAME.match(variant)
     if bulk:
         if arch < 90:
-            raise UnsupportedShape(None, f"{variant} uses bulk copies, which need sm_90 or later (this GPU is sm_{arch})")
+            raise UnsupportedShape(None, f"{variant} uses bulk copies, which need sm_90 or later, not sm_{arch}")
         return _bulk_config(variant, m, n, vec, sm_count, *(int(g) if g else 0 for g in bulk.groups()))
     explicit = HELD_NAME.match(variant)
     if explicit:

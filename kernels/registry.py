@@ -166,4 +166,7 @@ def parse_impls(text: str) -> list[Impl]:
     names = [s.strip() for s in text.split(",") if s.strip()]
     if not names:
         raise UsageError(None, "no implementations given", f"choose from {', '.join(IMPLS)}")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(None, f"{', '.join(twice)} listed more than once", "name each implementation once")
     return [get(n) for n in names]

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kernels.registry import UnsupportedShape
 from nsys_tools import census
 from nsys_tools.cli import app
 
@@ -98,11 +99,11 @@ def test_missing_cuobjdump_is_named(monkeypatch, tmp_path):
         census.cuobjdump()
 
 
-def test_wide_rows_use_bulk_copies_on_sm90_only():
-    """At 1024x16384 ours is one persistent block per SM with three 64 KB rows in flight, read by
-    bulk copies; for sm_80 the same shape compiles the register-held kernel."""
-    hopper = census.census("1024x16384", ["ours"], "sm_90").row(0, named=True)
+def test_bulk_plans_need_sm90():
+    """The bulk-copy kernel: one persistent block per SM with three 64 KB rows in flight in
+    dynamic shared memory; asked for sm_80 it is refused, not compiled."""
+    hopper = census.census("1024x16384", ["bulk_t512_s3_b1"], "sm_90").row(0, named=True)
     assert hopper["kernel"].startswith("_Z7ln_bulk") and (hopper["grid"], hopper["block"]) == (132, 512)
     assert hopper["dynamic_shared_bytes"] == 3 * 16384 * 4 and hopper["st_local"] == 0
-    ampere = census.census("1024x16384", ["ours"], "sm_80").row(0, named=True)
-    assert ampere["kernel"].startswith("_Z7ln_held") and ampere["dynamic_shared_bytes"] == 0
+    with pytest.raises(UnsupportedShape, match="sm_90"):
+        census.census("1024x16384", ["bulk_t512_s3_b1"], "sm_80")

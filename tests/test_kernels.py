@@ -39,6 +39,8 @@ def test_unknown_impl_names_the_choices():
     with pytest.raises(UsageError, match="choose from block_tree"):
         get("cutlass")
     assert [i.name for i in parse_impls("ours, triton")] == ["ours", "triton"]
+    with pytest.raises(UsageError, match="ours listed more than once"):
+        parse_impls("ours,triton,ours")
 
 
 @pytest.mark.parametrize("name, n", [("triton", 16385), ("row_held", 1025), ("wide_held", 16385)])
@@ -74,11 +76,9 @@ def test_launch_configs():
     assert launch_config("ours_2rows", 4096, 4096) == Launch("ln_held<256,4,4,2,2,0>", 2048, 512)
     assert launch_config("ours_gridstride", 4096, 4096, sm_count=132).grid == 8 * 132
     assert launch_config("ours_cs", 4096, 768).kernel.endswith(",2,0>")
-    # rows past 8192 floats go to bulk copies on sm_90, to the register-held kernel before it
-    assert launch_config("ours", 1024, 16384, sm_count=132) == Launch("ln_bulk<512,8,3,0,1>", 132, 512, 3 * 65536)
-    assert launch_config("ours", 1024, 16384, arch=80).kernel == "ln_held<512,8,4,1,2,0>"
+    assert launch_config("ours", 1024, 16384) == Launch("ln_held<512,8,4,1,2,0>", 1024, 512)
     assert launch_config("ours", 1024, 16383, vec=1).kernel.startswith("ln_held<1024,")
-    assert launch_config("ours", 2048, 8192).kernel == "ln_held<256,8,4,1,2,0>"
+    assert launch_config("bulk_t512_s3_b1", 1024, 16384, sm_count=132) == Launch("ln_bulk<512,8,3,0,1>", 132, 512, 3 * 65536)
     with pytest.raises(UnsupportedShape, match="sm_90"):
         launch_config("bulk_t128_s3_b4", 4096, 4096, arch=89)
 
