@@ -28,4 +28,12 @@ reject held_t32_r1 --sweep 20261129-182742-candidates --metric "14.37 µs at 819
   --why "one row per block wins at 8192 rows and loses at 4096; the dispatcher keys on N only (open)"
 reject held_t256_c4 --sweep 20261129-182726-candidates --metric "35.71 µs at 4096x4096 vs 34.77 (streaming loads and stores)" \
   --why "streaming stores alone recover less than streaming loads and stores together"
+reject bulk_t128_s3_b4 --sweep 20261129-194925-bulk --metric "34.96 µs at 4096x4096 vs ours 34.66 (35.23 vs 34.74 in 20261129-200044-bulk4096); 9.95 vs 7.90 at 4096x768" \
+  --why "persistent blocks fed by bulk copies (TMA), three 16 KB rows in flight each: as fast as PyTorch's copy kernel with a clean L2 (31.2 vs 31.0 µs, Nsight Compute) but not in a sweep, where every call writes back the previous call's output"
+reject bulk_t512_s3_b1 --sweep 20261129-200325-wide --metric "36.90 µs at 1024x16384 vs 37.82 (held_t512_c2), but 141.92 vs 134.59 at 4096x16384" \
+  --why "one persistent block per SM wins with 8 rows per block and loses with 31; not put in the dispatcher"
+reject bulk_t128_s3_b4_c8 --metric "37.84 µs per call vs 37.11 with register stores (explore --timer rotate, reports/explore/bulk-rotate)" \
+  --why "bulk stores out of shared memory cost a second barrier per row and free each stage a row later"
+reject held_t256_c2_o3 --metric "43.77 µs per call at 4096x4096 vs ours 37.78; 38.45 with 6 blocks per SM (explore --timer rotate, reports/explore/occupancy-rotate)" \
+  --why "fewer rows in flight per SM (a smaller memory window) is slower at every cap"
 nsys-tools ledger list --ledger "$L" --format csv > /dev/null
