@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from .registry import BULK_NAME, HELD_MAX_N, HELD_NAME, STAGED_NAME, Problem, UnsupportedShape
+from .registry import BULK_NAME, CLUSTER_NAME, HELD_MAX_N, HELD_NAME, STAGED_NAME, Problem, UnsupportedShape
 
 SOURCE = Path(__file__).with_name("layernorm.cu")
 NVRTC_OPTIONS = ("--std=c++17",)
@@ -87,6 +87,9 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
             raise UnsupportedShape(None, f"{variant} needs 16-byte aligned rows with N % 4 == 0")
         tpr, cache, minb = (int(g) if g else 0 for g in staged.groups())
         return Launch(f"ln_staged<{tpr},{cache},{minb}>", m, tpr, 4 * n)
+    cluster = CLUSTER_NAME.match(variant)
+    if cluster:
+        return _cluster_config(variant, m, n, vec, arch, *(int(g) if g else 0 for g in cluster.groups()))
     bulk = BULK_NAME.match(variant)
     if bulk:
         if arch < 90:
@@ -135,6 +138,21 @@ def _bulk_config(variant: str, m: int, n: int, vec: int, sm_count: int, tpr: int
     if slots > 8:
         raise UnsupportedShape(None, f"{variant} would hold {slots} float4 per thread at N = {n} (at most 8)", "use more threads")
     return Launch(f"ln_bulk<{tpr},{slots},{stages},{cache},{bps}>", min(m, bps * sm_count), tpr, shared)
+
+
+def _cluster_config(variant: str, m: int, n: int, vec: int, arch: int, cs: int, tpb: int, cache: int) -> Launch:
+    """``ln_cluster``: ``cs`` blocks of ``tpb`` threads per row, one cluster per row."""
+    if arch < 90:
+        raise UnsupportedShape(None, f"{variant} uses thread-block clusters, which need sm_90 or later, not sm_{arch}")
+    if vec != 4:
+        raise UnsupportedShape(None, f"{variant} needs 16-byte aligned rows with N % 4 == 0")
+    if cs * tpb // 32 > 32:
+        warps = cs * tpb // 32
+        raise UnsupportedShape(None, f"{variant} has {warps} warps per row; the merge takes at most 32", "use fewer threads")
+    slots = math.ceil(n / 4 / (cs * tpb))
+    if slots > 8:
+        raise UnsupportedShape(None, f"{variant} would hold {slots} float4 per thread at N = {n} (at most 8)", "use more threads")
+    return Launch(f"ln_cluster<{cs},{tpb},{slots},{cache}>", m * cs, tpb)
 
 
 def vec_width(problem: Problem) -> int:

@@ -476,3 +476,82 @@ __global__ void __launch_bounds__(TPR, BPS) ln_bulk(
   __trap();  // the launcher never plans this kernel before sm_90
 #endif
 }
+
+// ---------------------------------------------------------------------------------------------
+// A row split across a thread-block cluster (sm_90 and later): CS blocks of TPB threads share one
+// row, block r of the cluster holding slots k of TPB quads at quad (k * CS + r) * TPB, so each
+// block touches a few KB, as a plain copy kernel's blocks do. Each warp reduces its slice
+// exactly and publishes (sum, M2, count) in its block's shared memory; after one cluster barrier
+// every warp reads the cluster's CS * WARPS <= 32 partials through distributed shared memory, one
+// per lane, and merges them with Chan's formula as ln_held does. A second barrier, waited on only
+// before exit, keeps each block's partials alive until the others have read them. Needs 16-byte
+// aligned rows, N % 4 == 0 and a grid of M * CS blocks.
+template <int CS, int TPB, int SLOTS, int CACHE>
+__global__ void __cluster_dims__(CS, 1, 1) __launch_bounds__(TPB) ln_cluster(
+    const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ gamma,
+    const float* __restrict__ beta, int M, int N, long long sx, long long sy, float eps) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int WARPS = TPB / 32;
+  static_assert(CS * WARPS <= 32, "one partial per lane");
+  __shared__ float4 part[WARPS];  // per warp: sum, M2, count
+  unsigned rank;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const long long row = blockIdx.x / CS;
+  const int quads = N >> 2;
+  const float* xr = x + row * sx;
+  float* yr = y + row * sy;
+
+  float4 v[SLOTS];
+  float s = 0.f;
+  int wn = 0;
+#pragma unroll
+  for (int k = 0; k < SLOTS; ++k) {
+    const int base = (k * CS + rank) * TPB, q = base + t;
+    v[k] = q < quads ? load4<CACHE>(xr + 4 * q) : make_float4(0.f, 0.f, 0.f, 0.f);
+    s += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+    wn += 4 * min(max(quads - (base + w * 32), 0), 32);
+  }
+  const float wsum = warp_sum(s);
+  const float wmean = wn > 0 ? wsum / wn : 0.f;
+  float sq = 0.f;
+#pragma unroll
+  for (int k = 0; k < SLOTS; ++k) {
+    if ((k * CS + rank) * TPB + t < quads) {
+      const float a = v[k].x - wmean, c = v[k].y - wmean, d = v[k].z - wmean, e = v[k].w - wmean;
+      sq += (a * a + c * c) + (d * d + e * e);
+    }
+  }
+  const float wm2 = warp_sum(sq);
+  if (lane == 0) part[w] = make_float4(wsum, wm2, (float)wn, 0.f);
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+
+  float4 p = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (lane < CS * WARPS) {
+    unsigned remote;
+    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(part + lane % WARPS)), "r"(lane / WARPS));
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(p.x), "=f"(p.y), "=f"(p.z), "=f"(p.w) : "r"(remote) : "memory");
+  }
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");  // done reading the others' partials
+  const float mean = warp_sum(p.x) / N;
+  const float d = p.z > 0.f ? p.x / p.z - mean : 0.f;
+  const float rstd = rsqrtf(warp_sum(p.y + p.z * d * d) / N + eps);
+
+#pragma unroll
+  for (int k = 0; k < SLOTS; ++k) {
+    const int q = (k * CS + rank) * TPB + t;
+    if (q < quads) {
+      const float4 g = load4<0>(gamma + 4 * q), b = load4<0>(beta + 4 * q);
+      float4 o;
+      o.x = (v[k].x - mean) * rstd * g.x + b.x;
+      o.y = (v[k].y - mean) * rstd * g.y + b.y;
+      o.z = (v[k].z - mean) * rstd * g.z + b.z;
+      o.w = (v[k].w - mean) * rstd * g.w + b.w;
+      store4<CACHE>(yr + 4 * q, o);
+    }
+  }
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");  // keep part[] until all have read it
+#else
+  __trap();  // the launcher never plans this kernel before sm_90
+#endif
+}

@@ -147,6 +147,8 @@ STAGED_NAME = re.compile(r"^staged_t(32|64|128|256|512|1024)(?:_c([0-4]))?(?:_m(
 # per block>_b<blocks per SM>[_c<cache bits: 2 evict-first loads and streaming stores, 4 streaming
 # stores, 8 bulk stores, 10 both>].
 BULK_NAME = re.compile(r"^bulk_t(32|64|128|256|512|1024)_s([1-8])_b([1-8])(?:_c(0|2|4|8|10))?$")
+# A row split across a thread-block cluster (sm_90+, aligned rows): cluster_c<blocks per row>_t<threads per block>[_c<cache 0-4>].
+CLUSTER_NAME = re.compile(r"^cluster_c([248])_t(32|64|128|256|512|1024)(?:_c([0-4]))?$")
 
 
 def get(name: str) -> Impl:
@@ -156,6 +158,8 @@ def get(name: str) -> Impl:
         return _ours(name, "register-held kernel with an explicit launch plan (see kernels/cuda.py)", HELD_MAX_N)
     if STAGED_NAME.match(name):
         return _ours(name, "row staged in shared memory by cp.async, with an explicit launch plan", HELD_MAX_N)
+    if CLUSTER_NAME.match(name):
+        return _ours(name, "a row split across a thread-block cluster, merged through distributed shared memory", HELD_MAX_N)
     if BULK_NAME.match(name):
         return _ours(name, "persistent blocks, rows brought into shared memory by bulk copies (TMA), explicit plan", HELD_MAX_N)
     raise UsageError(None, f"unknown implementation {name!r}", f"choose from {', '.join(IMPLS)}, or held_t<threads>...")

@@ -115,3 +115,15 @@ def test_bulk_plans_fit_shared_memory_and_registers():
     for bad in ("bulk_t128_s9_b1", "bulk_t128_s2_b2_c1"):
         with pytest.raises(UsageError):
             get(bad)
+
+
+def test_cluster_plans():
+    # four blocks of 256 threads per row, one float4 each at N = 4096; a grid of one cluster per row
+    assert launch_config("cluster_c4_t256", 4096, 4096) == Launch("ln_cluster<4,256,1,0>", 16384, 256)
+    assert launch_config("cluster_c2_t128_c2", 10, 4096).kernel == "ln_cluster<2,128,4,2>"
+    with pytest.raises(UnsupportedShape, match="64 warps"):
+        launch_config("cluster_c8_t256", 4096, 4096)
+    with pytest.raises(UnsupportedShape, match="sm_90"):
+        launch_config("cluster_c4_t256", 4096, 4096, arch=80)
+    with pytest.raises(UnsupportedShape, match="16 float4"):
+        launch_config("cluster_c2_t32", 4, 4096)

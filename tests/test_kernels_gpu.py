@@ -70,14 +70,25 @@ def test_offset_mean(name):
     assert err < 1e-4
 
 
-BULK_PLANS = ["bulk_t128_s3_b4", "bulk_t128_s2_b2_c2", "bulk_t256_s4_b2_c8", "bulk_t512_s3_b1_c10", "bulk_t32_s4_b8_c4"]
+BULK_PLANS = [
+    "bulk_t128_s3_b4",
+    "bulk_t128_s2_b2_c2",
+    "bulk_t256_s4_b2_c8",
+    "bulk_t512_s3_b1_c10",
+    "bulk_t32_s4_b8_c4",
+    "cluster_c4_t256",
+    "cluster_c2_t512_c2",
+    "cluster_c8_t128",
+    "cluster_c4_t32",
+]
 
 
 @pytest.mark.parametrize("shape", ["1x4", "3x8", "133x1028", "4096x768", "4096x4096", "2x16384"])
 @pytest.mark.parametrize("name", BULK_PLANS)
 def test_bulk_plans(name, shape):
-    """The bulk-copy kernel's plans: fewer rows than blocks, rows that leave threads idle, as
-    many rows as blocks times stages, and more; plans that cannot hold a width say so."""
+    """The sm_90 kernels' plans (bulk copies, clusters): fewer rows than blocks, rows that leave
+    threads or whole blocks idle, as many rows as blocks times stages, and more; plans that
+    cannot hold a width say so."""
     from kernels.registry import get
 
     impl = get(name)
