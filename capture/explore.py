@@ -121,17 +121,24 @@ def main(argv: list[str] | None = None) -> None:
         probs = _problems(m, n, buffer_sets(m, n, props.L2_cache_size, "cold") if args.timer == "rotate" else 1)
         plans = set(args.plans.split(","))
         cands = held_candidates(m, n, sms) if "held" in plans and not args.only else []
-        names = args.only.split(",") if args.only else bulk_candidates(m, n, sms) if "bulk" in plans else []
+        names, kernels = [], [launch.kernel for _, launch in cands]
+        for name in args.only.split(",") if args.only else bulk_candidates(m, n, sms) if "bulk" in plans else []:
+            try:
+                kernels.append(launch_config(name, m, n, 4, sms).kernel)
+                names.append(name)
+            except UnsupportedShape as exc:  # this plan cannot hold this shape
+                rows.append({"shape": shape, "config": name, "error": str(exc)})
         t0 = time.perf_counter()
-        compile_kernels([launch.kernel for _, launch in cands] + [launch_config(b, m, n, 4, sms).kernel for b in names])
-        print(f"{shape}: compiled {len(cands) + len(names)} configs in {time.perf_counter() - t0:.1f}s", flush=True)
+        compile_kernels(kernels)
+        print(f"{shape}: compiled {len(kernels)} configs in {time.perf_counter() - t0:.1f}s", flush=True)
         entries = [(label, [launcher(prob, launch) for prob in probs], None) for label, launch in cands]
         for name in names + args.impls.split(","):
-            impl = get(name)
+            label = name if name in names else f"impl {name}"
             try:
-                entries.append((name if name in names else f"impl {name}", [impl.setup(prob) for prob in probs], impl))
+                impl = get(name)
+                entries.append((label, [impl.setup(prob) for prob in probs], impl))
             except Exception as exc:
-                rows.append({"shape": shape, "config": f"impl {name}", "error": str(exc)})
+                rows.append({"shape": shape, "config": label, "error": str(exc)})
         for label, fns, impl in entries:
             try:
                 err = check(impl or IMPLS["ours"], fns[0], probs[0])
@@ -150,8 +157,8 @@ def main(argv: list[str] | None = None) -> None:
         for r in rows:
             if r["shape"] == shape and r["config"].startswith("impl"):
                 print(f"  {r.get('us', float('nan')):8.2f} us  {r['config']}  err={r.get('rel_err', r.get('error'))}", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "explore.json").write_text(json.dumps(rows, indent=1))
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "explore.json").write_text(json.dumps(rows, indent=1))  # after every shape: a crash keeps the rest
 
 
 if __name__ == "__main__":
