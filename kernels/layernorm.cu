@@ -1,15 +1,18 @@
 // LayerNorm forward, fp32, over the last dimension of a row-major M x N tensor.
 //   y[r, :] = (x[r, :] - mean_r) * rstd_r * gamma + beta,   rstd_r = 1 / sqrt(var_r + eps)
 // Rows may be strided (sx, sy in elements). Compiled at run time by NVRTC (through CuPy) for
-// the GPU in use; kernels/ours.py instantiates the templates by name.
+// the GPU in use; kernels/cuda.py instantiates the templates by name.
 //
 // The kernels follow the lineage of the LayerNorm gap investigation:
 //   ln_block_tree  one block per row, shared-memory tree reduction, three scalar passes
-//   ln_warp_row    one warp per row, shuffles, three passes (float4 when rows allow it)
-//   ln_warp_pair   two warps per row, one shared exchange per reduction, three passes
+//   ln_warps       WARPS warps per row (warp_row, warp_pair), shuffles, three passes
 //   ln_held        a group of TPR threads per row holding the row in registers (SLOTS vectors of
 //                  VEC floats each, the last slot masked): one read of x, warp shuffles, one
 //                  barrier to combine the warps' (mean, M2) pairs, an approximate rsqrt.
+// and the variants measured against it (reports/variants.md):
+//   ln_staged      the row staged in shared memory by cp.async
+//   ln_bulk        persistent blocks fed by bulk copies (TMA) into shared memory (sm_90)
+//   ln_cluster     a row split across a thread-block cluster (sm_90)
 
 #define FULL_MASK 0xffffffffu
 

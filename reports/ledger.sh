@@ -36,4 +36,6 @@ reject bulk_t128_s3_b4_c8 --metric "37.84 µs per call vs 37.11 with register st
   --why "bulk stores out of shared memory cost a second barrier per row and free each stage a row later"
 reject held_t256_c2_o3 --metric "43.77 µs per call at 4096x4096 vs ours 37.78; 38.45 with 6 blocks per SM (explore --timer rotate, reports/explore/occupancy-rotate)" \
   --why "fewer rows in flight per SM (a smaller memory window) is slower at every cap"
+reject cluster_c2_t256 --sweep 20261129-201326-cluster --metric "44.45 µs at 4096x4096 vs ours 34.61; 9.06 vs 5.70 at 1024x2048; four blocks per row 71.34" \
+  --why "a row split across a thread-block cluster gives each block a copy kernel's few KB, but the cluster barriers and co-scheduling cost far more than they save"
 nsys-tools ledger list --ledger "$L" --format csv > /dev/null
