@@ -83,18 +83,17 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
         return launch_config("block_tree", m, n, vec, sm_count)
     staged = STAGED_NAME.match(variant)
     if staged:
-        if vec != 4:
-            raise UnsupportedShape(None, f"{variant} needs 16-byte aligned rows with N % 4 == 0")
+        _require(variant, vec)
         tpr, cache, minb = (int(g) if g else 0 for g in staged.groups())
         return Launch(f"ln_staged<{tpr},{cache},{minb}>", m, tpr, 4 * n)
     cluster = CLUSTER_NAME.match(variant)
     if cluster:
-        return _cluster_config(variant, m, n, vec, arch, *(int(g) if g else 0 for g in cluster.groups()))
+        _require(variant, vec, arch, "thread-block clusters")
+        return _cluster_config(variant, m, n, *(int(g) if g else 0 for g in cluster.groups()))
     bulk = BULK_NAME.match(variant)
     if bulk:
-        if arch < 90:
-            raise UnsupportedShape(None, f"{variant} uses bulk copies, which need sm_90 or later, not sm_{arch}")
-        return _bulk_config(variant, m, n, vec, sm_count, *(int(g) if g else 0 for g in bulk.groups()))
+        _require(variant, vec, arch, "bulk copies")
+        return _bulk_config(variant, m, n, sm_count, *(int(g) if g else 0 for g in bulk.groups()))
     explicit = HELD_NAME.match(variant)
     if explicit:
         tpr, rpb, cache, minb, cap = (int(g) if g else d for g, d in zip(explicit.groups(), (0, 1, 0, 0, 0), strict=True))
@@ -122,11 +121,25 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
     return Launch(held.name, grid, held.threads, pad)
 
 
-def _bulk_config(variant: str, m: int, n: int, vec: int, sm_count: int, tpr: int, stages: int, bps: int, cache: int) -> Launch:
-    """``ln_bulk``: ``bps`` persistent blocks per SM (capped at one per row), ``stages`` rows of
-    shared memory each."""
+def _require(variant: str, vec: int, arch: int = 0, sm90_feature: str = "") -> None:
+    """Raise for unaligned rows, or for a GPU before sm_90 when the kernel uses an sm_90 feature."""
+    if sm90_feature and arch < 90:
+        raise UnsupportedShape(None, f"{variant} uses {sm90_feature}, which need sm_90 or later, not sm_{arch}")
     if vec != 4:
         raise UnsupportedShape(None, f"{variant} needs 16-byte aligned rows with N % 4 == 0")
+
+
+def _slots(variant: str, n: int, threads: int) -> int:
+    """float4 slots per thread when ``threads`` share a row of ``n`` floats (at most 8)."""
+    slots = math.ceil(n / 4 / threads)
+    if slots > 8:
+        raise UnsupportedShape(None, f"{variant} would hold {slots} float4 per thread at N = {n} (at most 8)", "use more threads")
+    return slots
+
+
+def _bulk_config(variant: str, m: int, n: int, sm_count: int, tpr: int, stages: int, bps: int, cache: int) -> Launch:
+    """``ln_bulk``: ``bps`` persistent blocks per SM (capped at one per row), ``stages`` rows of
+    shared memory each."""
     if cache & 8 and stages < 2:
         raise UnsupportedShape(None, f"{variant}: bulk stores free a stage one row late, so they need 2 stages or more")
     shared = stages * n * 4
@@ -134,24 +147,16 @@ def _bulk_config(variant: str, m: int, n: int, vec: int, sm_count: int, tpr: int
     if bps * (shared + static) > SHARED_PER_SM:
         need = f"{bps} x {stages} rows of {n * 4} bytes of shared memory per SM"
         raise UnsupportedShape(None, f"{variant} needs {need}", "ask for fewer stages or blocks per SM")
-    slots = math.ceil(n / 4 / tpr)
-    if slots > 8:
-        raise UnsupportedShape(None, f"{variant} would hold {slots} float4 per thread at N = {n} (at most 8)", "use more threads")
+    slots = _slots(variant, n, tpr)
     return Launch(f"ln_bulk<{tpr},{slots},{stages},{cache},{bps}>", min(m, bps * sm_count), tpr, shared)
 
 
-def _cluster_config(variant: str, m: int, n: int, vec: int, arch: int, cs: int, tpb: int, cache: int) -> Launch:
+def _cluster_config(variant: str, m: int, n: int, cs: int, tpb: int, cache: int) -> Launch:
     """``ln_cluster``: ``cs`` blocks of ``tpb`` threads per row, one cluster per row."""
-    if arch < 90:
-        raise UnsupportedShape(None, f"{variant} uses thread-block clusters, which need sm_90 or later, not sm_{arch}")
-    if vec != 4:
-        raise UnsupportedShape(None, f"{variant} needs 16-byte aligned rows with N % 4 == 0")
-    if cs * tpb // 32 > 32:
-        warps = cs * tpb // 32
+    warps = cs * tpb // 32
+    if warps > 32:
         raise UnsupportedShape(None, f"{variant} has {warps} warps per row; the merge takes at most 32", "use fewer threads")
-    slots = math.ceil(n / 4 / (cs * tpb))
-    if slots > 8:
-        raise UnsupportedShape(None, f"{variant} would hold {slots} float4 per thread at N = {n} (at most 8)", "use more threads")
+    slots = _slots(variant, n, cs * tpb)
     return Launch(f"ln_cluster<{cs},{tpb},{slots},{cache}>", m * cs, tpb)
 
 

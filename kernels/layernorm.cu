@@ -60,6 +60,12 @@ __device__ __forceinline__ void store1(float* p, float v) {
   else *p = v;
 }
 
+// One quad of the output: (v - mean) * rstd * gamma + beta.
+__device__ __forceinline__ float4 normalize4(float4 v, float mean, float rstd, float4 g, float4 b) {
+  return make_float4((v.x - mean) * rstd * g.x + b.x, (v.y - mean) * rstd * g.y + b.y, (v.z - mean) * rstd * g.z + b.z,
+                     (v.w - mean) * rstd * g.w + b.w);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Step 1: one block of 256 threads per row, tree reduction in shared memory, three passes.
 extern "C" __global__ void __launch_bounds__(256) ln_block_tree(
@@ -163,11 +169,7 @@ __global__ void __launch_bounds__(128) ln_warps(
       if (VEC == 4) {
         const float4 v = load4<0>(xr + i);
         const float4 g = load4<0>(gamma + i), b = load4<0>(beta + i);
-        float4 o;
-        o.x = (v.x - mean) * rstd * g.x + b.x;
-        o.y = (v.y - mean) * rstd * g.y + b.y;
-        o.z = (v.z - mean) * rstd * g.z + b.z;
-        o.w = (v.w - mean) * rstd * g.w + b.w;
+        const float4 o = normalize4(v, mean, rstd, g, b);
         store4<0>(yr + i, o);
       } else {
         yr[i] = (xr[i] - mean) * rstd * gamma[i] + beta[i];
@@ -258,12 +260,8 @@ __global__ void __launch_bounds__(TPR * RPB, MINB) ln_held(
       if (active && col < N) {
         if (VEC == 4) {
           const float4 g = load4<0>(gamma + col), b = load4<0>(beta + col);
-          float4 o;
-          o.x = (v[k][0] - mean) * rstd * g.x + b.x;
-          o.y = (v[k][1 % VEC] - mean) * rstd * g.y + b.y;
-          o.z = (v[k][2 % VEC] - mean) * rstd * g.z + b.z;
-          o.w = (v[k][3 % VEC] - mean) * rstd * g.w + b.w;
-          store4<CACHE>(yr + col, o);
+          const float4 q = make_float4(v[k][0], v[k][1 % VEC], v[k][2 % VEC], v[k][3 % VEC]);
+          store4<CACHE>(yr + col, normalize4(q, mean, rstd, g, b));
         } else {
           store1<CACHE>(yr + col, (v[k][0] - mean) * rstd * gamma[col] + beta[col]);
         }
@@ -328,11 +326,7 @@ __global__ void __launch_bounds__(TPR, MINB) ln_staged(
   for (int q = t; q < quads; q += TPR) {
     const float4 v = srow[q];
     const float4 g = load4<0>(gamma + 4 * q), b = load4<0>(beta + 4 * q);
-    float4 o;
-    o.x = (v.x - mean) * rstd * g.x + b.x;
-    o.y = (v.y - mean) * rstd * g.y + b.y;
-    o.z = (v.z - mean) * rstd * g.z + b.z;
-    o.w = (v.w - mean) * rstd * g.w + b.w;
+    const float4 o = normalize4(v, mean, rstd, g, b);
     store4<CACHE>(yr + 4 * q, o);
   }
 }
@@ -455,11 +449,7 @@ __global__ void __launch_bounds__(TPR, BPS) ln_bulk(
     for (int k = 0; k < SLOTS; ++k) {
       const int q = k * TPR + t;
       if (q < quads) {
-        float4 o;
-        o.x = (v[k].x - mean) * rstd * g[k].x + b[k].x;
-        o.y = (v[k].y - mean) * rstd * g[k].y + b[k].y;
-        o.z = (v[k].z - mean) * rstd * g[k].z + b[k].z;
-        o.w = (v[k].w - mean) * rstd * g[k].w + b[k].w;
+        const float4 o = normalize4(v[k], mean, rstd, g[k], b[k]);
         if (BULK_STORE) stage[q] = o;
         else store4<STORE>(yr + 4 * q, o);
       }
@@ -545,11 +535,7 @@ __global__ void __cluster_dims__(CS, 1, 1) __launch_bounds__(TPB) ln_cluster(
     const int q = (k * CS + rank) * TPB + t;
     if (q < quads) {
       const float4 g = load4<0>(gamma + 4 * q), b = load4<0>(beta + 4 * q);
-      float4 o;
-      o.x = (v[k].x - mean) * rstd * g.x + b.x;
-      o.y = (v[k].y - mean) * rstd * g.y + b.y;
-      o.z = (v[k].z - mean) * rstd * g.z + b.z;
-      o.w = (v[k].w - mean) * rstd * g.w + b.w;
+      const float4 o = normalize4(v[k], mean, rstd, g, b);
       store4<CACHE>(yr + 4 * q, o);
     }
   }
