@@ -144,7 +144,7 @@ def report(
         sweep = load(sweeps[0])
         ledger_path = ledger or (demo_ledger() if demo else DEFAULT_PATH)
         charts_dir = charts or (Path("charts") / sweep.id if demo else sweep.path / "charts")
-        base = output.parent if output else sweep.path
+        base = output.parent if output else Path.cwd()  # links work from where the markdown lands
         comment = compose(sweep, ledger_path, charts_dir, link_base=_relative(charts_dir, base))
         _write(comment.markdown, output)
         stderr.print(f"Charts in {charts_dir}", markup=False)

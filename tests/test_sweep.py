@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -168,6 +169,8 @@ def test_reject_and_issue_comment(book, tmp_path):
     assert "| ours\\_regcap | 38.36 µs kernel at 4096x4096 vs 34.47 | a 32-register cap spills |" in md
     assert "- 4096x768: 7.90/9.15, 7.94/9.17, 7.84/9.09, 7.90/9.12*" in md
     assert "(charts/kernel-time.png)" in md
+    res = runner.invoke(app, ["report", str(QUIET), "--issue", "--ledger", str(book), "--charts", str(tmp_path / "charts")])
+    assert f"({os.path.relpath(tmp_path / 'charts' / 'ratio.png')})" in res.stdout  # on stdout: relative to here
     for name in ("kernel-time", "ratio", "history-4096x768"):
         assert (tmp_path / "charts" / f"{name}.png").stat().st_size > 10_000
         assert (tmp_path / "charts" / f"{name}.html").exists()
