@@ -58,6 +58,8 @@ def test_ours_covers_every_width():
 def test_held_plan_keeps_the_row_in_registers():
     assert held_for(768, 4, tpr=128) == Held(128, 2, 4)  # the seed's #52 layout: a quad plus a masked tail slot
     assert held_for(768, 4) == Held(32, 6, 4, rpb=4)  # one warp per row, four rows per block
+    assert held_for(768, 4, m=8192) == Held(32, 6, 4, rpb=1)  # many rows: one warp per block
+    assert held_for(2048, 4, m=8192).rpb == 1 and held_for(768, 1, m=8192).tpr == 128
     for n in (1, 768, 777, 1024, 2048, 4096, 8192, 16384):
         for vec in (1, 4):
             h = held_for(n, vec)
@@ -70,6 +72,7 @@ def test_launch_configs():
     assert launch_config("warp_row", 4096, 768).grid == 1024
     assert launch_config("ours", 1, 65536).kernel == "ln_block_tree"
     assert launch_config("ours", 4096, 768) == Launch("ln_held<32,6,4,4,0,0>", 1024, 128)
+    assert launch_config("ours", 8192, 768) == Launch("ln_held<32,6,4,1,0,0>", 8192, 32)
     assert launch_config("ours_2rows", 4096, 768).grid == 512
     assert launch_config("ours", 4096, 4096) == Launch("ln_held<256,4,4,1,2,0>", 4096, 256)
     assert launch_config("ours_nc", 4096, 4096) == Launch("ln_held<256,4,4,1,1,0>", 4096, 256)
