@@ -24,8 +24,6 @@ reject row_held --sweep $V --metric "9.31 µs at 4096x768 vs 7.94; 16.74 vs 15.0
   --why "the seed's 128-thread layout (a quad plus a masked tail slot) loses to one warp per row holding six quads"
 reject held_t512 --sweep 20261129-182904-candidates --metric "37.41 µs at 4096x4096 vs 34.50 (held_t256_c2)" \
   --why "512 threads per row keep fewer rows in flight per SM than 256"
-reject held_t32_r1 --sweep 20261129-182742-candidates --metric "14.37 µs at 8192x768 vs 15.01 (r4), but 8.58 vs 7.87 at 4096x768" \
-  --why "one row per block wins at 8192 rows and loses at 4096; the dispatcher keys on N only (open)"
 reject held_t256_c4 --sweep 20261129-182726-candidates --metric "35.71 µs at 4096x4096 vs 34.77 (streaming loads and stores)" \
   --why "streaming stores alone recover less than streaming loads and stores together"
 reject bulk_t128_s3_b4 --sweep 20261129-194925-bulk --metric "34.96 µs at 4096x4096 vs ours 34.66 (35.23 vs 34.74 in 20261129-200044-bulk4096); 9.95 vs 7.90 at 4096x768" \
