@@ -54,9 +54,9 @@ class Launch:
 # (widest row, threads per row, rows per block, cache policy) for the register-held path, chosen
 # from Nsight Systems sweeps on the H200 (reports/variants.md): rows up to 1024 floats go one warp
 # per row, four rows to a block; wider rows take more threads, each holding at most 8 float4
-# slots (256 threads up to 4096 floats, 512 beyond), and from 4096 floats on, streaming
+# slots (256 threads up to 8192 floats, 512 beyond), and from 4096 floats on, streaming
 # (evict-first) loads and stores.
-HELD_PLAN_VEC4 = ((1024, 32, 4, 0), (2048, 128, 1, 0), (4096, 256, 1, 2), (HELD_MAX_N, 512, 1, 2))
+HELD_PLAN_VEC4 = ((1024, 32, 4, 0), (2048, 128, 1, 0), (8192, 256, 1, 2), (HELD_MAX_N, 512, 1, 2))
 HELD_PLAN_VEC1 = ((1024, 128, 1, 0), (2048, 256, 1, 0), (4096, 512, 1, 0), (HELD_MAX_N, 1024, 1, 0))
 # From this many rows on, rows up to 1024 floats go one warp per block instead of four: 14.37 and
 # 14.50 µs against 15.01 and 15.06 at 8192x768 in two sessions, while at 4096x768 four rows a

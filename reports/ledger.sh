@@ -36,4 +36,6 @@ reject held_t256_c2_o3 --metric "43.77 µs per call at 4096x4096 vs ours 37.78; 
   --why "fewer rows in flight per SM (a smaller memory window) is slower at every cap"
 reject cluster_c2_t256 --sweep 20261129-201326-cluster --metric "44.45 µs at 4096x4096 vs ours 34.61; 9.06 vs 5.70 at 1024x2048; four blocks per row 71.34" \
   --why "a row split across a thread-block cluster gives each block a copy kernel's few KB, but the cluster barriers and co-scheduling cost far more than they save"
+reject held_t512_c2 --sweep 20261129-203009-wide --metric "36.26 µs at 2048x8192 vs 36.51 (256 threads); 50.99 vs 51.60 at 4096x6144; but 69.70 vs 69.31 at 4096x8192" \
+  --why "512 threads for rows of 4097-8192 floats: within about 1% either way, not a clear win"
 nsys-tools ledger list --ledger "$L" --format csv > /dev/null
