@@ -7,6 +7,7 @@ without a GPU. ``make`` (the registry factory) imports CuPy and torch.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -91,19 +92,19 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
     staged = STAGED_NAME.match(variant)
     if staged:
         _require(variant, vec)
-        tpr, cache, minb = (int(g) if g else 0 for g in staged.groups())
+        tpr, cache, minb = _numbers(staged)
         return Launch(f"ln_staged<{tpr},{cache},{minb}>", m, tpr, 4 * n)
     cluster = CLUSTER_NAME.match(variant)
     if cluster:
         _require(variant, vec, arch, "thread-block clusters")
-        return _cluster_config(variant, m, n, *(int(g) if g else 0 for g in cluster.groups()))
+        return _cluster_config(variant, m, n, *_numbers(cluster))
     bulk = BULK_NAME.match(variant)
     if bulk:
         _require(variant, vec, arch, "bulk copies")
-        return _bulk_config(variant, m, n, sm_count, *(int(g) if g else 0 for g in bulk.groups()))
+        return _bulk_config(variant, m, n, sm_count, *_numbers(bulk))
     explicit = HELD_NAME.match(variant)
     if explicit:
-        tpr, rpb, cache, minb, cap = (int(g) if g else d for g, d in zip(explicit.groups(), (0, 1, 0, 0, 0), strict=True))
+        tpr, rpb, cache, minb, cap = _numbers(explicit, rpb=1)
         held = replace(held_for(n, vec, tpr=tpr), rpb=rpb, cache=cache, minb=minb)
         # Shared memory the kernel does not use, reserved so that at most ``cap`` blocks fit an SM
         # (the static part and the 1 KB per-block reserve fit in the 2 KB left over).
@@ -126,6 +127,12 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
     if variant == "ours_gridstride":
         grid = min(grid, 8 * sm_count)
     return Launch(held.name, grid, held.threads, pad)
+
+
+def _numbers(match: re.Match, **defaults: int) -> list[int]:
+    """The numbers in a plan name, in order; an absent optional part is 0, or its ``defaults``
+    entry by group name (``rpb=1``)."""
+    return [int(v) if v else defaults.get(k, 0) for k, v in match.groupdict().items()]
 
 
 def _require(variant: str, vec: int, arch: int = 0, sm90_feature: str = "") -> None:

@@ -140,28 +140,33 @@ IMPLS: dict[str, Impl] = {
 # An explicit register-held configuration, for trying launch plans in a sweep without editing
 # the dispatcher: held_t<threads per row>[_r<rows per block>][_c<cache policy 0-4>][_m<min blocks>]
 # [_o<at most this many resident blocks per SM, by reserving shared memory>].
-HELD_NAME = re.compile(r"^held_t(32|64|128|256|512|1024)(?:_r([124]))?(?:_c([0-4]))?(?:_m(\d+))?(?:_o([1-8]))?$")
+HELD_NAME = re.compile(
+    r"^held_t(?P<tpr>32|64|128|256|512|1024)(?:_r(?P<rpb>[124]))?(?:_c(?P<cache>[0-4]))?(?:_m(?P<minb>\d+))?(?:_o(?P<cap>[1-8]))?$"
+)
 # The same for the shared-memory-staged kernel (aligned rows only): staged_t<threads>[_c<0-4>][_m<min blocks>].
-STAGED_NAME = re.compile(r"^staged_t(32|64|128|256|512|1024)(?:_c([0-4]))?(?:_m(\d+))?$")
+STAGED_NAME = re.compile(r"^staged_t(?P<tpr>32|64|128|256|512|1024)(?:_c(?P<cache>[0-4]))?(?:_m(?P<minb>\d+))?$")
 # Persistent blocks fed by bulk copies (sm_90+, aligned rows): bulk_t<threads>_s<rows in flight
 # per block>_b<blocks per SM>[_c<cache bits: 2 evict-first loads and streaming stores, 4 streaming
 # stores, 8 bulk stores, 10 both>].
-BULK_NAME = re.compile(r"^bulk_t(32|64|128|256|512|1024)_s([1-8])_b([1-8])(?:_c(0|2|4|8|10))?$")
+BULK_NAME = re.compile(r"^bulk_t(?P<tpr>32|64|128|256|512|1024)_s(?P<stages>[1-8])_b(?P<bps>[1-8])(?:_c(?P<cache>0|2|4|8|10))?$")
 # A row split across a thread-block cluster (sm_90+, aligned rows): cluster_c<blocks per row>_t<threads per block>[_c<cache 0-4>].
-CLUSTER_NAME = re.compile(r"^cluster_c([248])_t(32|64|128|256|512|1024)(?:_c([0-4]))?$")
+CLUSTER_NAME = re.compile(r"^cluster_c(?P<cs>[248])_t(?P<tpb>32|64|128|256|512|1024)(?:_c(?P<cache>[0-4]))?$")
+
+
+PLAN_NAMES = (
+    (HELD_NAME, "register-held kernel with an explicit launch plan (see kernels/cuda.py)"),
+    (STAGED_NAME, "row staged in shared memory by cp.async, with an explicit launch plan"),
+    (CLUSTER_NAME, "a row split across a thread-block cluster, merged through distributed shared memory"),
+    (BULK_NAME, "persistent blocks, rows brought into shared memory by bulk copies (TMA), explicit plan"),
+)
 
 
 def get(name: str) -> Impl:
     if name in IMPLS:
         return IMPLS[name]
-    if HELD_NAME.match(name):
-        return _ours(name, "register-held kernel with an explicit launch plan (see kernels/cuda.py)", HELD_MAX_N)
-    if STAGED_NAME.match(name):
-        return _ours(name, "row staged in shared memory by cp.async, with an explicit launch plan", HELD_MAX_N)
-    if CLUSTER_NAME.match(name):
-        return _ours(name, "a row split across a thread-block cluster, merged through distributed shared memory", HELD_MAX_N)
-    if BULK_NAME.match(name):
-        return _ours(name, "persistent blocks, rows brought into shared memory by bulk copies (TMA), explicit plan", HELD_MAX_N)
+    for pattern, summary in PLAN_NAMES:
+        if pattern.match(name):
+            return _ours(name, summary, HELD_MAX_N)
     raise UsageError(None, f"unknown implementation {name!r}", f"choose from {', '.join(IMPLS)}, or held_t<threads>...")
 
 
