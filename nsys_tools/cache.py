@@ -77,7 +77,7 @@ def store(export, key, df) -> None:
         return  # a read-only place: no cache, same results
 
 
-def memo(export, key: str, compute):
+def memo(export, key, compute):
     """``compute()``'s DataFrame, from the cache under ``key`` when it is there."""
     hit = load(export, key)
     if hit is None:

@@ -122,16 +122,14 @@ class Export:
 
         from . import cache
 
-        hit = cache.load(self, sql)
-        if hit is not None:
-            return hit
-        try:
-            df = pl.read_database_uri(sql, self.uri, engine="connectorx")
-        except RuntimeError as exc:
-            raise BadExport(self.source, f"cannot be read ({exc})", "the file may be truncated or corrupt") from exc
-        df = df.select(pl.col(c).cast(t) if c in df.columns else pl.lit(None, t).alias(c) for c, t in schema.items())
-        cache.store(self, sql, df)
-        return df
+        def read() -> pl.DataFrame:
+            try:
+                df = pl.read_database_uri(sql, self.uri, engine="connectorx")
+            except RuntimeError as exc:
+                raise BadExport(self.source, f"cannot be read ({exc})", "the file may be truncated or corrupt") from exc
+            return df.select(pl.col(c).cast(t) if c in df.columns else pl.lit(None, t).alias(c) for c, t in schema.items())
+
+        return cache.memo(self, sql, read)
 
     def select(self, table: str, fields: Iterable[Field], where: str = ""):
         """Read ``fields`` of ``table`` as a LazyFrame; ``where`` is an optional SQL filter.

@@ -105,19 +105,12 @@ def _per_file(path: Path, *, nsys, names: Names, include_memops: bool, nesting: 
     label = ["label"] if include_memops else []
     options = f"names={names} memops={include_memops} nesting={nesting}"
 
-    def ops() -> pl.LazyFrame:
-        return attributed(
-            ex, names=names, include_memops=include_memops, nesting=nesting, keep=("name_id", *label, "duration_ns")
-        )
+    def compute() -> pl.DataFrame:
+        keys = ["range", "name_id", *label]
+        ops = attributed(ex, names=names, include_memops=include_memops, nesting=nesting, keep=("name_id", *label, "duration_ns"))
+        return _name((metrics.summarize(ops, keys) if whole else ops.select(*keys, "duration_ns")).collect(), ex)
 
-    if whole:
-        frame = cache.memo(
-            ex, f"report summary {options}", lambda: _name(metrics.summarize(ops(), ["range", "name_id", *label]).collect(), ex)
-        )
-    else:
-        frame = cache.memo(
-            ex, f"report rows {options}", lambda: _name(ops().select("range", "name_id", *label, "duration_ns").collect(), ex)
-        )
+    frame = cache.memo(ex, f"report {'summary' if whole else 'rows'} {options}", compute)
     return frame.with_columns(file=pl.lit(str(path)))
 
 
