@@ -56,8 +56,8 @@ def _rows(df: pl.DataFrame, headers: dict[str, str]) -> str:
 def _header(sweep: Sweep) -> str:
     m = sweep.manifest
     spec = m.get("spec", {})
-    first = next(iter(sweep.harness.values()), {})
-    gpu = first.get("gpu", {}).get("name") or m.get("gpu_before", {}).get("name", "unknown GPU")
+    first = sweep.setup
+    gpu = sweep.gpu or "unknown GPU"
     driver = m.get("gpu_before", {}).get("driver_version", "unknown")
     nsys = m.get("nsys", {}).get("version", "unknown").replace("NVIDIA Nsight Systems version ", "")
     commit = (m.get("git", {}).get("commit") or "unknown")[:10]
@@ -111,13 +111,13 @@ def _verdict(sweep: Sweep, session: verdict.Session, summ: pl.DataFrame, bands: 
 
 
 def _checks(sweep: Sweep) -> str:
-    checks = {k: v for h in sweep.harness.values() for k, v in h.get("checks", {}).items()}
-    bad = sorted(k for h in sweep.harness.values() for k, v in h.get("checks", {}).items() if not v < 1e-5)
+    checks = [(k, v) for h in sweep.harness.values() for k, v in h.get("checks", {}).items()]
+    bad = sorted({k for k, v in checks if not v < 1e-5})
     text = (
         f"**Correctness.** Every implementation matched a float64 reference on random inputs (largest relative error "
-        f"{max(checks.values(), default=0.0):.1e}).\n"
+        f"{max((v for _, v in checks), default=0.0):.1e}).\n"
         if not bad
-        else f"**Correctness.** Relative error above 1e-5 for {', '.join(sorted(set(bad)))}: their times are not comparable.\n"
+        else f"**Correctness.** Relative error above 1e-5 for {', '.join(bad)}: their times are not comparable.\n"
     )
     errors = [f"{k} at {s}: {v}" for s, h in sweep.harness.items() for k, v in h.get("errors", {}).items()]
     return text + ("\n**Did not run:** " + escape("; ".join(errors)) + "\n" if errors else "")
@@ -130,7 +130,7 @@ def compose(sweep: Sweep, ledger_path: Path | None, charts_dir: Path | None, lin
     shapes = list(dict.fromkeys(summ["shape"]))
     impls = [i for i in sweep.manifest.get("spec", {}).get("impls", []) if i in set(summ["impl"])]
     session = verdict.judge(sweep)
-    gpu = next(iter(sweep.harness.values()), {}).get("gpu", {}).get("name", "")
+    gpu = sweep.gpu
     l2 = sweep.manifest.get("spec", {}).get("l2", "cold")
     has_ledger = ledger_path is not None and ledger_path.exists()
     bands = ledger.bands(ledger_path, gpu, control, l2, exclude=sweep.id) if has_ledger else ledger.no_bands()
@@ -149,7 +149,7 @@ def compose(sweep: Sweep, ledger_path: Path | None, charts_dir: Path | None, lin
         "#### Kernel time, µs: median (p10–p90), from the Nsight Systems trace\n",
         _grid(summ, lambda r: _spread(r, "kernel"), impls),
     ]
-    method = next(iter(sweep.harness.values()), {}).get("span_method", "CUDA events around each call")
+    method = sweep.setup.get("span_method", "CUDA events around each call")
     out += [
         "\n#### Event span, µs: median (p10–p90), from CUDA events with tracing off\n",
         f"How measured: {method}. The span includes launch overhead the GPU waited for: it is what a caller sees, "

@@ -20,26 +20,13 @@ from pathlib import Path
 import polars as pl
 
 from .errors import BadExport
-from .sweep import KEYS, Sweep, summary
+from .sweep import KEYS, SUMMARY_COLUMNS, Sweep, summary
 from .verdict import Session, judge
 
 DEFAULT_PATH = Path("reports/ledger.sqlite")
 BAND_MARGIN = 0.01
 BAND_MIN_SESSIONS = 2
-STAT_COLUMNS = (
-    "instances",
-    "kernel_median_ns",
-    "kernel_p10_ns",
-    "kernel_p90_ns",
-    "kernel_p99_ns",
-    "kernel_min_ns",
-    "kernel_max_ns",
-    "span_median_ns",
-    "span_p10_ns",
-    "span_p90_ns",
-    "bytes",
-    "gbps",
-)
+STAT_COLUMNS = tuple(c for c in SUMMARY_COLUMNS if c not in (*KEYS, "kernels"))
 
 
 def _db(path: Path, *, create: bool = False):
@@ -54,13 +41,11 @@ def _db(path: Path, *, create: bool = False):
 def session_row(sweep: Sweep, verdict: Session) -> dict:
     m = sweep.manifest
     spec = m.get("spec", {})
-    gpu = m.get("gpu_before", {})
-    first = next(iter(sweep.harness.values()), {})
     return {
         "id": sweep.id,
         "created_utc": m.get("created_utc"),
-        "gpu": first.get("gpu", {}).get("name") or gpu.get("name"),
-        "driver": gpu.get("driver_version"),
+        "gpu": sweep.gpu or None,
+        "driver": m.get("gpu_before", {}).get("driver_version"),
         "nsys": m.get("nsys", {}).get("version"),
         "git_commit": m.get("git", {}).get("commit"),
         "l2": spec.get("l2"),

@@ -60,6 +60,17 @@ class Sweep:
                 raise BadExport(file, f"cannot be read ({exc})", "was the sweep interrupted? re-run it with --resume") from exc
         return out
 
+    @property
+    def setup(self) -> dict:
+        """What the harness recorded that every shape shares (GPU, versions, how spans were
+        measured): the first shape's record, or {} for a sweep with no completed shape."""
+        return next(iter(self.harness.values()), {})
+
+    @property
+    def gpu(self) -> str:
+        """The GPU's name, as the harness saw it or else as nvidia-smi did before the sweep."""
+        return self.setup.get("gpu", {}).get("name") or self.manifest.get("gpu_before", {}).get("name") or ""
+
     @cached_property
     def calls(self) -> pl.DataFrame:
         """One row per GPU operation in a timed range: op, impl, shape, l2, round, kernel, duration_ns."""
