@@ -64,7 +64,9 @@ def _header(sweep: Sweep) -> str:
     when = (m.get("created_utc") or "")[:16].replace("T", " ")
     if spec.get("l2", "cold") == "cold":
         mib = first.get("gpu", {}).get("l2_bytes", 0) / 2**20
-        l2 = f"cold (inputs rotated over {first.get('buffer_sets')} buffer sets per shape, more than twice the {mib:.0f} MiB L2)"
+        counts = sorted({h.get("buffer_sets") for h in sweep.harness.values()} - {None})
+        sets = f"{counts[0]}–{counts[-1]}" if len(counts) > 1 else str(counts[0]) if counts else "several"
+        l2 = f"cold (inputs rotated over {sets} buffer sets per shape, more than twice the {mib:.0f} MiB L2 in all)"
     else:
         l2 = "warm (one buffer set reused)"
     stack = ", ".join(f"{k} {v}" for k, v in first.get("versions", {}).items())

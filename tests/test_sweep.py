@@ -166,6 +166,7 @@ def test_reject_and_issue_comment(book, tmp_path):
     assert md.index("Kernel time, µs") < md.index("Event span, µs")
     assert "Triton's kernel came back at 9.12 µs at 4096x768, inside its band" in md
     assert "these numbers are usable" in md
+    assert "inputs rotated over 2–9 buffer sets per shape" in md  # 2 at 4096x4096, 9 at 1024x2048
     assert "| ours\\_regcap | 38.36 µs kernel at 4096x4096 vs 34.47 | a 32-register cap spills |" in md
     assert "- 4096x768: 7.90/9.15, 7.94/9.17, 7.84/9.09, 7.90/9.12*" in md
     assert "(charts/kernel-time.png)" in md
