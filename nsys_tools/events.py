@@ -19,13 +19,15 @@ CUDA_HINT = "was it captured with --trace=cuda (nsys profile -t cuda,nvtx)?"
 NO_END = (1 << 63) - 1  # an NVTX range still open when the capture stopped
 
 
+def _in_ids(column: str, ids: Iterable[int | None]) -> str:
+    """A SQL filter: ``column`` is one of ``ids`` (passed as one JSON array, however many)."""
+    wanted = json.dumps(sorted({int(i) for i in ids if i is not None}))
+    return f"{column} IN (SELECT value FROM json_each('{wanted}'))"
+
+
 def strings(ex: Export, ids: Iterable[int]) -> pl.DataFrame:
     """``StringIds`` rows for ``ids`` only: the one place string ids become text."""
-    wanted = json.dumps(sorted({int(i) for i in ids if i is not None}))
-    return ex.fetch(
-        f"SELECT id, value FROM {S.STRINGS} WHERE id IN (SELECT value FROM json_each('{wanted}'))",
-        {"id": pl.Int64, "value": pl.String},
-    )
+    return ex.fetch(f"SELECT id, value FROM {S.STRINGS} WHERE {_in_ids('id', ids)}", {"id": pl.Int64, "value": pl.String})
 
 
 def attach_names(ex: Export, df: pl.DataFrame, columns: Mapping[str, str]) -> pl.DataFrame:
@@ -107,8 +109,7 @@ def api_calls(
         names = " OR ".join(f"value LIKE '{p}'" for p in LAUNCH_NAMES)
         where = f"nameId IN (SELECT id FROM {S.STRINGS} WHERE {names})"
     if correlation_ids is not None:
-        wanted = json.dumps(sorted({int(i) for i in correlation_ids}))
-        where = f"correlationId IN (SELECT value FROM json_each('{wanted}'))"
+        where = _in_ids("correlationId", correlation_ids)
     fields = S.API_FIELDS if columns is None else [f for f in S.API_FIELDS if f.name in columns]
     frames = [ex.select(t, fields, where) for t in tables]
     return pl.concat(frames, how="vertical").with_columns(pid=_pid(pl.col("tid")))

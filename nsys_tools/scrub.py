@@ -100,8 +100,8 @@ def _scrub_connection(con: sqlite3.Connection, report: ScrubReport) -> None:
         for sid, value in rows:
             if ENV_ENTRY.search(value):
                 run("environment strings", "UPDATE StringIds SET value = ? WHERE id = ?", (PLACEHOLDER, sid))
-            elif HOME.sub("/home/user", value) != value:
-                run("home paths", "UPDATE StringIds SET value = ? WHERE id = ?", (HOME.sub("/home/user", value), sid))
+            elif (homeless := HOME.sub("/home/user", value)) != value:
+                run("home paths", "UPDATE StringIds SET value = ? WHERE id = ?", (homeless, sid))
 
 
 def scrub(path: str | Path, output: str | Path | None = None) -> ScrubReport:
