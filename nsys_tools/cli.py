@@ -442,7 +442,10 @@ def bench(
     from .resources import demo_capture
     from .tables import render
 
-    sizes = [int(k) for k in kernels.split(",") if k.strip()]
+    counts = [k.strip() for k in kernels.split(",") if k.strip()]
+    if not counts or not all(k.isdigit() and int(k) > 0 for k in counts):
+        raise typer.BadParameter(f"{kernels!r}: give positive kernel counts, e.g. 300000,3000000", param_hint="--kernels")
+    sizes = [int(k) for k in counts]
     table = B.run(
         sizes, source or demo_capture() / "4096x768.sqlite", workdir, nsys, progress=lambda msg: stderr.print(msg, markup=False)
     )

@@ -95,3 +95,8 @@ def test_installed_console_script_runs_the_demo():
     header, *rows = done.stdout.splitlines()
     assert header.startswith("op,impl,shape,l2,instances,kernel_median_ns,kernel_p10_ns,kernel_p90_ns")
     assert len(rows) == 16 and all(r.startswith("layernorm,") for r in rows)
+
+
+def test_bench_sizes_must_be_counts():
+    res = runner.invoke(app, ["bench", "--kernels", "3e5"])
+    assert res.exit_code == 2 and "positive kernel counts" in res.stderr
