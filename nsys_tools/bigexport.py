@@ -14,6 +14,7 @@ from pathlib import Path
 
 from . import schema as S
 from .export import check_sqlite
+from .files import replaced_atomically
 
 # Tables copied, and which of their columns hold times and correlation ids.
 REPLICATED = {
@@ -28,9 +29,14 @@ REPLICATED = {
 def replicate(src: Path, dst: Path, copies: int) -> dict[str, int]:
     """Write ``dst``: ``src`` plus ``copies`` shifted copies of its activity. Returns row counts."""
     check_sqlite(src)
-    partial = dst.with_name(f".{dst.name}.partial")
-    shutil.copyfile(src, partial)
-    con = sqlite3.connect(partial)
+    with replaced_atomically(dst) as partial:
+        shutil.copyfile(src, partial)
+        counts = _append_copies(partial, copies)
+    return counts
+
+
+def _append_copies(path: Path, copies: int) -> dict[str, int]:
+    con = sqlite3.connect(path)
     con.executescript("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;")
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     present = {t: cols for t, cols in REPLICATED.items() if t in tables}
@@ -63,5 +69,4 @@ def replicate(src: Path, dst: Path, copies: int) -> dict[str, int]:
         counts[table] = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
     con.commit()
     con.close()
-    partial.replace(dst)
     return counts

@@ -17,6 +17,8 @@ import os
 import shutil
 from pathlib import Path
 
+from .files import replaced_atomically
+
 VERSION = 1
 MIN_BYTES = 32 * 2**20
 
@@ -69,10 +71,8 @@ def store(export, key, df) -> None:
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir()
             (folder / "meta.json").write_text(json.dumps(_stamp(export)))
-        target = _file(export, key)
-        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-        df.write_parquet(partial)
-        partial.replace(target)
+        with replaced_atomically(_file(export, key)) as partial:
+            df.write_parquet(partial)
     except OSError:
         return  # a read-only place: no cache, same results
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import polars as pl
 
+from .files import replaced_atomically
+
 WIDTH = 150
 HEIGHT = 220
 
@@ -124,8 +126,7 @@ def save(chart, stem: Path) -> list[Path]:
     out = []
     for suffix in (".png", ".html"):
         target = stem.with_suffix(suffix)
-        partial = target.with_name(f".{target.name}.partial{suffix}")
-        chart.save(str(partial), **({"scale_factor": 2} if suffix == ".png" else {}))
-        partial.replace(target)
+        with replaced_atomically(target) as partial:
+            chart.save(str(partial), **({"scale_factor": 2} if suffix == ".png" else {}))
         out.append(target)
     return out

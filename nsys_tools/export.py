@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from .errors import BadExport, MissingTable, NsysNotFound
+from .files import replaced_atomically
 from .schema import STRINGS, Field
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -48,14 +49,12 @@ def export_report(report: Path, nsys: str | Path | None = None) -> Path:
     if target.exists() and target.stat().st_mtime >= report.stat().st_mtime:
         return target
     exe = find_nsys(nsys, needed_for=report)
-    partial = target.with_name(f".{target.stem}.{os.getpid()}.partial.sqlite")
-    cmd = [str(exe), "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(partial), str(report)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0 or not partial.exists():
-        partial.unlink(missing_ok=True)
-        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise BadExport(report, f"nsys export failed ({last[0]})", "is it a complete .nsys-rep?")
-    partial.replace(target)
+    with replaced_atomically(target) as partial:
+        cmd = [str(exe), "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(partial), str(report)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0 or not partial.exists():
+            last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise BadExport(report, f"nsys export failed ({last[0]})", "is it a complete .nsys-rep?")
     return target
 
 

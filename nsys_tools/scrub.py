@@ -26,6 +26,7 @@ from pathlib import Path
 
 from .errors import BadExport
 from .export import check_sqlite
+from .files import replaced_atomically
 
 PLACEHOLDER = "[scrubbed]"
 ENV_ENTRY = re.compile(r"(?m)^[A-Za-z_][A-Za-z0-9_]*=")
@@ -110,20 +111,17 @@ def scrub(path: str | Path, output: str | Path | None = None) -> ScrubReport:
     check_sqlite(src)
     dst = Path(output) if output else src
     work = dst.with_name(f".{dst.name}.{os.getpid()}.scrub")
-    final = dst.with_name(f".{dst.name}.{os.getpid()}.vacuum")
     report = ScrubReport(dst)
     try:
         work.write_bytes(src.read_bytes())
         with sqlite3.connect(work) as con:
             _scrub_connection(con, report)
         con.close()
-        with sqlite3.connect(work) as con:
+        with sqlite3.connect(work) as con, replaced_atomically(dst) as final:
             con.execute("VACUUM INTO ?", (str(final),))
         con.close()
-        final.replace(dst)
     except sqlite3.DatabaseError as exc:
         raise BadExport(src, f"cannot be scrubbed ({exc})", "is it a complete Nsight Systems export?") from exc
     finally:
         work.unlink(missing_ok=True)
-        final.unlink(missing_ok=True)
     return report
