@@ -9,11 +9,17 @@ For each size it builds (once) an export of that many kernels by replicating a r
 
 It checks that both give the same instances, totals, medians, minima and maxima per (range,
 kernel), and returns one row per (size, tool), with the baseline's time over the tool's
-(``speedup``) and the tool's peak memory over the baseline's (``memory_share``).
+(``speedup``) and the tool's peak memory over the baseline's (``memory_share``). ``cpus`` pins
+every measured command to those cores (as ``taskset -c`` does), so both tools get the same ones.
+
+``scaling`` times a fleet instead: one export replicated into many files, reported on a Dask
+cluster of 1, 2, 4, ... worker processes (each with the same number of threads, cold caches
+each time), and in this process for reference.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import subprocess
@@ -28,11 +34,14 @@ from .bigexport import replicate
 from .errors import NsysNotFound
 from .export import find_nsys, open_export
 
-# Run a command and report its wall time and its peak resident memory (the largest child's).
+# Run a command (on the cores given first, "" for any) and report its wall time and its peak
+# resident memory (the largest child's).
 _MEASURE = """
-import json, resource, subprocess, sys, time
+import json, os, resource, subprocess, sys, time
+if sys.argv[1]:
+    os.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(",")})
 t = time.perf_counter()
-done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+done = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 wall = time.perf_counter() - t
 peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
 print(json.dumps({"wall_s": wall, "peak_bytes": peak, "rc": done.returncode, "stderr": done.stderr[-500:]}))
@@ -46,8 +55,20 @@ class Run:
     peak_bytes: int
 
 
-def measure(cmd: list[str]) -> dict:
-    out = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True, check=True)
+def parse_cpus(text: str) -> list[int]:
+    """A core list as ``taskset -c`` takes it: ``0-1``, ``0,2,4-7``. ValueError if malformed."""
+    cores: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cores.extend(range(int(lo), int(hi or lo) + 1))
+    if not cores:
+        raise ValueError(text)
+    return cores
+
+
+def measure(cmd: list[str], cpus: list[int] | None = None) -> dict:
+    pin = ",".join(map(str, cpus or []))
+    out = subprocess.run([sys.executable, "-c", _MEASURE, pin, *cmd], capture_output=True, text=True, check=True)
     result = json.loads(out.stdout)
     if result["rc"] != 0:
         raise RuntimeError(f"{' '.join(cmd[:3])}... failed: {result['stderr']}")
@@ -90,8 +111,18 @@ def sql_baseline(export: Path, out_csv: Path) -> None:
 
 
 def _ours_cmd(export: Path, out: Path) -> list[str]:
-    exe = Path(sys.executable).with_name("nsys-tools")
-    return [str(exe) if exe.exists() else "nsys-tools", "report", str(export), "--format", "csv", "--output", str(out)]
+    return [sys.executable, "-m", "nsys_tools", "report", str(export), "--format", "csv", "--output", str(out)]
+
+
+def build(source: Path, export: Path, kernels: int, progress=print) -> None:
+    """``export`` with about ``kernels`` kernels replicated from ``source``, unless it exists."""
+    if not export.exists():
+        progress(f"building {export.name} from {source.name}")
+        replicate(source, export, max(0, round(kernels / open_export(source).rows("CUPTI_ACTIVITY_KIND_KERNEL")) - 1))
+
+
+def _drop_cache(export: Path) -> None:
+    shutil.rmtree(export.with_name(f".{export.name}.nsys-tools"), ignore_errors=True)
 
 
 def compare(ours_csv: Path, ref_csv: Path, nsys_format: bool) -> int:
@@ -119,31 +150,31 @@ def compare(ours_csv: Path, ref_csv: Path, nsys_format: bool) -> int:
     return both.filter(~same).height
 
 
-def run(sizes: list[int], source: Path, workdir: Path, nsys: str | None = None, progress=print) -> pl.DataFrame:
+def run(
+    sizes: list[int], source: Path, workdir: Path, nsys: str | None = None, progress=print, cpus: list[int] | None = None
+) -> pl.DataFrame:
     """Build, measure and compare; one row per (kernels, tool)."""
     try:
         nsys_exe = str(find_nsys(nsys))
     except NsysNotFound:
         nsys_exe = None
     workdir.mkdir(parents=True, exist_ok=True)
-    kernels0 = open_export(source).rows("CUPTI_ACTIVITY_KIND_KERNEL")
     rows = []
     for size in sizes:
         export = workdir / f"kernels-{size}.sqlite"
-        if not export.exists():
-            progress(f"building {export.name} from {source.name}")
-            replicate(source, export, max(0, round(size / kernels0) - 1))
-        shutil.rmtree(export.with_name(f".{export.name}.nsys-tools"), ignore_errors=True)
+        build(source, export, size, progress)
+        _drop_cache(export)
         counts = {t: open_export(export).rows(t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME")}
         base = {
             "kernels": counts["CUPTI_ACTIVITY_KIND_KERNEL"],
             "runtime_rows": counts["CUPTI_ACTIVITY_KIND_RUNTIME"],
             "export_bytes": export.stat().st_size,
+            "cpus": len(cpus) if cpus else None,
         }
         ours_csv = workdir / f"kernels-{size}.ours.csv"
         for tool in ("nsys-tools report (first read)", "nsys-tools report (repeat read)"):
             progress(f"{export.name}: {tool}")
-            r = measure(_ours_cmd(export, ours_csv))
+            r = measure(_ours_cmd(export, ours_csv), cpus)
             rows.append({**base, "tool": tool, "wall_s": r["wall_s"], "peak_bytes": r["peak_bytes"], "mismatches": None})
         ref_csv = workdir / f"kernels-{size}.ref.csv"
         if nsys_exe:
@@ -171,7 +202,7 @@ def run(sizes: list[int], source: Path, workdir: Path, nsys: str | None = None, 
             ]
         progress(f"{export.name}: {tool}")
         t = time.perf_counter()
-        r = measure(cmd)
+        r = measure(cmd, cpus)
         if nsys_exe:  # nsys names its output <prefix>_cuda_gpu_kern_sum_nvtx-name.csv
             produced = ref_csv.with_name(ref_csv.stem + "_cuda_gpu_kern_sum_nvtx-name.csv")
             produced.replace(ref_csv)
@@ -190,4 +221,62 @@ def run(sizes: list[int], source: Path, workdir: Path, nsys: str | None = None, 
         table.join(baseline, on="kernels", maintain_order="left")
         .with_columns(speedup=pl.col("base_s") / pl.col("wall_s"), memory_share=pl.col("peak_bytes") / pl.col("base_bytes"))
         .drop("base_s", "base_bytes")
+    )
+
+
+def scaling(
+    workers: list[int],
+    exports: int,
+    kernels: int,
+    source: Path,
+    workdir: Path,
+    threads_per_worker: int | None = None,
+    progress=print,
+) -> pl.DataFrame:
+    """Report ``exports`` copies of a ``kernels``-kernel export on Dask clusters of each size in
+    ``workers`` (local worker processes, ``threads_per_worker`` threads each, by default this
+    machine's cores over the largest count), then on threads in this process; caches are
+    dropped before each run. One row per run: the cluster's start-up and the report's wall
+    time, the speedup over the first run, and whether its table equals the first run's."""
+    from . import engine
+    from .report import kernel_summary
+
+    fleet = workdir / f"fleet-{exports}x{kernels}"
+    fleet.mkdir(parents=True, exist_ok=True)
+    one = workdir / f"kernels-{kernels}.sqlite"
+    build(source, one, kernels, progress)
+    files = [fleet / f"rank{k:04d}.sqlite" for k in range(exports)]
+    for f in files:
+        if not f.exists() or f.stat().st_size != one.stat().st_size:
+            shutil.copyfile(one, f)
+    threads = threads_per_worker or max(1, engine.cores() // max(workers))
+    rows, first = [], None
+    for spec in [f"local:{n}" for n in workers] + [None]:
+        for f in files:
+            _drop_cache(f)
+        progress(f"{len(files)} exports of {kernels} kernels on {spec or 'threads in this process'}")
+        t = time.perf_counter()
+        with engine.connect(spec, threads_per_worker=threads) as eng:
+            if isinstance(eng, engine.Dask):  # start-up includes each worker's imports
+                eng.client.run(importlib.import_module, "nsys_tools.report")
+            started = time.perf_counter()
+            table = kernel_summary(files, engine=eng)
+            done = time.perf_counter()
+        first = table if first is None else first
+        rows.append(
+            {
+                "engine": f"dask {spec}" if spec else "threads",
+                "workers": int(spec.split(":")[1]) if spec else 1,
+                "threads_per_worker": threads if spec else engine.cores(),
+                "exports": len(files),
+                "kernels_per_export": open_export(one).rows("CUPTI_ACTIVITY_KIND_KERNEL"),
+                "startup_s": started - t,
+                "wall_s": done - started,
+                "same_table": table.equals(first),
+            }
+        )
+    table = pl.DataFrame(rows)
+    base = table["wall_s"][0]
+    return table.with_columns(
+        speedup=base / pl.col("wall_s"), kernels_per_s=pl.col("exports") * pl.col("kernels_per_export") / pl.col("wall_s")
     )

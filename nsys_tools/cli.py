@@ -109,6 +109,13 @@ def report(
     nsys: Annotated[
         Optional[Path], typer.Option(help="nsys executable, to export .nsys-rep files (default: $NSYS, then PATH).")
     ] = None,
+    scheduler: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Read exports on Dask: tcp://HOST:PORT (a running scheduler whose workers see the same paths) "
+            "or local:N (N worker processes here). Needs nsys-tools[dask]."
+        ),
+    ] = None,
     ledger: Annotated[
         Optional[Path], typer.Option(help="Ledger for bands and history with --issue (default reports/ledger.sqlite).")
     ] = None,
@@ -128,6 +135,13 @@ def report(
 
     if not paths and not demo:
         raise typer.BadParameter("give one or more exports or sweep folders, or --demo", param_hint="PATHS")
+    if scheduler is not None:
+        from .engine import parse
+
+        try:
+            parse(scheduler)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--scheduler") from None
     from .resources import demo_capture, demo_ledger
 
     inputs = [demo_capture()] if demo else list(paths or [])
@@ -158,11 +172,12 @@ def report(
     else:
         from rich.progress import Progress
 
+        from .engine import connect
         from .report import expand_inputs, kernel_summary
 
         files = expand_inputs(inputs)
-        with Progress(console=stderr, transient=True, disable=len(files) < 2) as bar:
-            task = bar.add_task("Reading exports", total=len(files))
+        with connect(scheduler) as engine, Progress(console=stderr, transient=True, disable=len(files) < 2) as bar:
+            task = bar.add_task("Reading exports" + (f" on {scheduler}" if scheduler else ""), total=len(files))
             frame = kernel_summary(
                 files,
                 range_glob=range_glob,
@@ -173,6 +188,7 @@ def report(
                 per_file=per_file,
                 nsys=nsys,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
+                engine=engine,
             )
     if frame.is_empty():
         stderr.print("No kernels matched: the table is empty.", markup=False)
@@ -421,7 +437,10 @@ def census(
 @app.command()
 @friendly
 def bench(
-    kernels: Annotated[str, typer.Option(help="Comma-separated export sizes, in kernels.")] = "300000,3000000",
+    kernels: Annotated[
+        Optional[str],
+        typer.Option(help="Comma-separated export sizes, in kernels (default 300000,3000000; with --workers, one size: 100000)."),
+    ] = None,
     source: Annotated[
         Optional[Path], typer.Option(help="Real export to replicate (default: the bundled sweep's 4096x768).")
     ] = None,
@@ -431,9 +450,24 @@ def bench(
     nsys: Annotated[
         Optional[Path], typer.Option(help="nsys for the baseline (default: $NSYS, then PATH; else plain SQL).")
     ] = None,
+    cpus: Annotated[
+        Optional[str], typer.Option(help="Pin every timed command to these cores, as taskset -c takes them (0-1, 0,2-5).")
+    ] = None,
+    workers: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Instead: time a fleet on local Dask clusters of these worker counts (1,2,4,8); needs nsys-tools[dask]."
+        ),
+    ] = None,
+    exports: Annotated[int, typer.Option(min=1, help="With --workers: how many copies of the export make the fleet.")] = 32,
+    threads_per_worker: Annotated[
+        Optional[int], typer.Option(min=1, help="With --workers: threads per worker (default: cores over the largest count).")
+    ] = None,
     fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.markdown,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
-    """Time nsys-tools report on large exports against nsys stats (or plain SQL), with peak memory.
+    """Time nsys-tools report on large exports against nsys stats (or plain SQL), with peak memory;
+    or, with --workers, a fleet of exports on Dask clusters of several sizes.
 
     Exports of the given sizes are built by replicating a real capture's CUDA and NVTX activity
     with shifted times and fresh correlation ids, so schema and attribution stay real.
@@ -442,14 +476,27 @@ def bench(
     from .resources import demo_capture
     from .tables import render
 
-    counts = [k.strip() for k in kernels.split(",") if k.strip()]
-    if not counts or not all(k.isdigit() and int(k) > 0 for k in counts):
-        raise typer.BadParameter(f"{kernels!r}: give positive kernel counts, e.g. 300000,3000000", param_hint="--kernels")
-    sizes = [int(k) for k in counts]
-    table = B.run(
-        sizes, source or demo_capture() / "4096x768.sqlite", workdir, nsys, progress=lambda msg: stderr.print(msg, markup=False)
-    )
-    emit(render(table, fmt))
+    def counts(text: str, option: str, what: str, example: str) -> list[int]:
+        items = [k.strip() for k in text.split(",") if k.strip()]
+        if not items or not all(k.isdigit() and int(k) > 0 for k in items):
+            raise typer.BadParameter(f"{text!r}: give positive {what}, e.g. {example}", param_hint=option)
+        return [int(k) for k in items]
+
+    sizes = counts(kernels or ("100000" if workers else "300000,3000000"), "--kernels", "kernel counts", "300000,3000000")
+    origin = source or demo_capture() / "4096x768.sqlite"
+    say = lambda msg: stderr.print(msg, markup=False)  # noqa: E731
+    if workers:
+        if len(sizes) != 1:
+            raise typer.BadParameter("with --workers, give one export size", param_hint="--kernels")
+        fleet = counts(workers, "--workers", "worker counts", "1,2,4,8")
+        table = B.scaling(fleet, exports, sizes[0], origin, workdir, threads_per_worker, say)
+    else:
+        try:
+            pinned = B.parse_cpus(cpus) if cpus else None
+        except ValueError:
+            raise typer.BadParameter(f"{cpus!r}: give cores as taskset -c takes them, e.g. 0-1", param_hint="--cpus") from None
+        table = B.run(sizes, origin, workdir, nsys, progress=say, cpus=pinned)
+    _write(render(table, fmt), output)
 
 
 def run() -> None:

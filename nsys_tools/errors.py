@@ -16,6 +16,9 @@ class NsysToolsError(Exception):
         tail = f"; {hint}" if hint else ""
         super().__init__(f"{where}{problem}{tail}")
 
+    def __reduce__(self):  # rebuilt from its parts when it crosses processes (Dask workers)
+        return type(self), (self.path, self.problem, self.hint)
+
 
 class BadExport(NsysToolsError):
     """The file is missing, not SQLite, truncated, or not an Nsight Systems export."""
@@ -31,6 +34,10 @@ class NsysNotFound(NsysToolsError):
 
 class CaptureError(NsysToolsError):
     """A capture step failed (profiling, export, harness)."""
+
+
+class SchedulerError(NsysToolsError):
+    """No Dask to run on: not installed, or no scheduler at the address."""
 
 
 class UsageError(NsysToolsError):

@@ -115,15 +115,18 @@ def api_calls(
     return pl.concat(frames, how="vertical").with_columns(pid=_pid(pl.col("tid")))
 
 
-def launch_calls(ex: Export, ops: pl.LazyFrame) -> pl.LazyFrame:
-    """The API calls that launched ``ops``: the launch-named calls, plus an exact lookup of the
-    correlation ids still missing (none, in every export seen so far). A correlation id names
-    one call in a process, so each operation matches at most one of them."""
-    cols = ("api_start_ns", "api_end_ns", "tid", "correlation_id")
-    calls = api_calls(ex, launches_only=True, columns=cols)
+LAUNCH_COLUMNS = ("api_start_ns", "api_end_ns", "tid", "correlation_id")  # what attribution needs of a call
+
+
+def launch_calls(ex: Export, ops: pl.LazyFrame, calls: pl.LazyFrame | None = None) -> pl.LazyFrame:
+    """The API calls that launched ``ops``: the launch-named calls (or ``calls``, those already
+    read), plus an exact lookup of the correlation ids still missing (none, in every export seen
+    so far). A correlation id names one call in a process, so each operation matches at most one."""
+    if calls is None:
+        calls = api_calls(ex, launches_only=True, columns=LAUNCH_COLUMNS)
     missing = ops.join(calls, on="correlation_id", how="anti").select(pl.col("correlation_id").drop_nulls().unique()).collect()
     if missing.height:
-        calls = pl.concat([calls, api_calls(ex, correlation_ids=missing["correlation_id"], columns=cols)])
+        calls = pl.concat([calls, api_calls(ex, correlation_ids=missing["correlation_id"], columns=LAUNCH_COLUMNS)])
     return calls
 
 

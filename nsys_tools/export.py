@@ -2,7 +2,8 @@
 
 ``open_export`` checks the file before anything reads it (exists, SQLite, not truncated, an
 nsys export) and returns an ``Export`` that knows which tables and columns are present.
-``Export.select`` reads one table's projected columns as a LazyFrame.
+``Export.select`` reads one table's projected columns as a LazyFrame; ``Export.windows`` cuts
+an export into rowid windows, so that a table of any size can be read a bounded piece at a time.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import shutil
 import sqlite3
 import subprocess
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import quote
 
@@ -85,11 +86,15 @@ def check_sqlite(path: Path) -> None:
 
 @dataclass(frozen=True)
 class Export:
-    """An opened export: its SQLite path, the report it came from, and its tables' columns."""
+    """An opened export: its SQLite path, the report it came from, and its tables' columns.
+
+    ``window`` = (k, n) restricts every ``select`` to the k-th of n equal rowid ranges of its
+    table (see ``windows``); such reads bypass the Parquet cache."""
 
     path: Path
     source: Path
     tables: dict[str, frozenset[str]]
+    window: tuple[int, int] | None = None
 
     def has(self, table: str) -> bool:
         return table in self.tables
@@ -113,10 +118,18 @@ class Export:
         with self.connect() as con:
             return con.execute(f"SELECT coalesce(max(rowid), 0) FROM {table}").fetchone()[0]
 
+    def windows(self, tables: Iterable[str], rows: int) -> list[Export]:
+        """This export as n windows (``window`` = (k, n)), n chosen so that no window holds more
+        than ``rows`` rows of any of ``tables``; together they read each table exactly once."""
+        largest = max((self.rows(t) for t in tables if self.has(t)), default=0)
+        n = max(1, -(-largest // rows))
+        return [replace(self, window=(k, n)) for k in range(n)]
+
     def fetch(self, sql: str | list[str], schema: dict[str, object]):
         """Run ``sql`` (or its partitions, in parallel) and return a DataFrame with ``schema``:
         columns cast to their dtype, columns the query lacks added as nulls. Results of large
-        exports come from, and go to, the Parquet cache beside the export."""
+        exports come from, and go to, the Parquet cache beside the export (not for a window:
+        windows are read once, by a pass that keeps only what it reduces them to)."""
         import polars as pl
 
         from . import cache
@@ -128,13 +141,13 @@ class Export:
                 raise BadExport(self.source, f"cannot be read ({exc})", "the file may be truncated or corrupt") from exc
             return df.select(pl.col(c).cast(t) if c in df.columns else pl.lit(None, t).alias(c) for c, t in schema.items())
 
-        return cache.memo(self, sql, read)
+        return read() if self.window else cache.memo(self, sql, read)
 
     def select(self, table: str, fields: Iterable[Field], where: str = ""):
         """Read ``fields`` of ``table`` as a LazyFrame; ``where`` is an optional SQL filter.
 
-        Columns this export lacks come back as nulls; large tables are read in rowid
-        partitions, one per core."""
+        Columns this export lacks come back as nulls; large tables (or this export's window of
+        them) are read in rowid partitions, one per thread of Polars' pool, eight at most."""
         import polars as pl
 
         dtypes = {"int": pl.Int64, "str": pl.String, "float": pl.Float64}
@@ -146,12 +159,17 @@ class Export:
                 cols.append(f'"{src}" AS {fld.name}')
             schema[fld.name] = dtypes[fld.dtype]
         sql = f"SELECT {', '.join(cols) or 'rowid'} FROM {table}" + (f" WHERE ({where})" if where else "")
-        n = self.rows(table)
-        parts = min(os.cpu_count() or 1, 8) if n > PARTITION_ROWS else 1
-        if parts > 1:
-            step = -(-n // parts)
+        lo, hi = 0, self.rows(table)
+        if self.window:
+            k, n = self.window
+            step = -(-hi // n)
+            lo, hi = min(hi, k * step), min(hi, (k + 1) * step)
+        parts = min(pl.thread_pool_size(), 8) if hi - lo > PARTITION_ROWS else 1
+        if parts > 1 or self.window:
+            step = -(-(hi - lo) // parts)
             glue = " AND " if where else " WHERE "
-            sql = [f"{sql}{glue}rowid > {k * step} AND rowid <= {(k + 1) * step}" for k in range(parts)]
+            bounds = [(lo + k * step, min(hi, lo + (k + 1) * step)) for k in range(parts)]
+            sql = [f"{sql}{glue}rowid > {a} AND rowid <= {b}" for a, b in bounds]
         return self.fetch(sql, schema).lazy()
 
 

@@ -27,24 +27,48 @@ def distribution(col: str) -> dict[str, pl.Expr]:
     }
 
 
-def duration_stats(col: str = "duration_ns") -> list[pl.Expr]:
-    """The statistics ``nsys stats`` reports, plus p10 and p90. The standard deviation is the
-    sample one, 0 for a single instance as nsys prints it."""
-    dist = distribution(col)
+def count_stats(value: str = "duration_ns", weight: str = "count") -> list[pl.Expr]:
+    """The statistics ``nsys stats`` reports, plus p10 and p90, of a group given as value counts
+    (``weight`` rows took ``value``), for rows sorted by ``value`` within the group. Exact: the
+    same numbers as from the values themselves, so value counts from many exports (or many
+    pieces of one) merge into the statistics of all of them. The median is interpolated (the
+    mean of the two middle values for an even count, as ``nsys stats`` computes it), p10 and p90
+    linearly between order statistics; the standard deviation is the sample one, 0 for a single
+    instance as nsys prints it."""
+    v, w = pl.col(value), pl.col(weight)
+    n = w.sum()
+    total = (v * w).sum()
+    mean = total / n
+
+    def nth(k: pl.Expr) -> pl.Expr:  # the k-th smallest value, from 0
+        return v.filter(w.cum_sum() > k).first()
+
+    def quantile(q: float) -> pl.Expr:
+        h = (n - 1) * q
+        lo, frac = h.floor(), h - h.floor()
+        return nth(lo) + (nth(h.ceil()) - nth(lo)) * frac
+
+    variance = (w * (v - mean) ** 2).sum() / (n - 1)
     return [
-        pl.len().alias("instances"),
-        pl.col(col).sum().alias("total_ns"),
-        *(dist[k].alias(k) for k in ("mean_ns", "median_ns", "min_ns", "max_ns")),
-        pl.col(col).std(ddof=1).fill_null(0.0).alias("stddev_ns"),
-        *(dist[k].alias(k) for k in ("p10_ns", "p90_ns")),
+        n.alias("instances"),
+        total.alias("total_ns"),
+        mean.alias("mean_ns"),
+        quantile(0.5).alias("median_ns"),
+        v.min().alias("min_ns"),
+        v.max().alias("max_ns"),
+        pl.when(n > 1).then(variance.sqrt()).otherwise(0.0).alias("stddev_ns"),
+        quantile(0.1).alias("p10_ns"),
+        quantile(0.9).alias("p90_ns"),
     ]
 
 
-def summarize(ops: pl.LazyFrame, by: Sequence[str], col: str = "duration_ns") -> pl.LazyFrame:
-    """One row per group of ``by`` with ``duration_stats``, largest total first."""
+def summarize_counts(counts: pl.LazyFrame, by: Sequence[str], value: str = "duration_ns", weight: str = "count") -> pl.LazyFrame:
+    """One row per group of ``by`` with ``count_stats``, largest total first. ``counts`` may
+    repeat a (group, value) pair, as value counts concatenated from several sources do."""
     return (
-        ops.group_by(list(by))
-        .agg(duration_stats(col))
+        counts.sort([*by, value], nulls_last=True)
+        .group_by(list(by), maintain_order=True)
+        .agg(count_stats(value, weight))
         .sort(["total_ns", *by], descending=[True] + [False] * len(by), nulls_last=True)
     )
 

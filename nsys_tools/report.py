@@ -1,19 +1,23 @@
-"""Kernel time per NVTX range: the facade behind ``nsys-tools report`` for plain exports."""
+"""Kernel time per NVTX range: the facade behind ``nsys-tools report`` for plain exports.
+
+A report is one task per export (``export_counts``: how many operations took each duration, per
+range and kernel, read in bounded memory and cached beside the export) and one exact merge
+(``merge_counts``), so the same code runs in this process or on Dask workers (``engine.py``).
+"""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Literal
 
 import polars as pl
 
-from . import attribute, cache, events, metrics
+from . import attribute, cache, chunked, events, metrics
 from . import schema as S
+from .engine import Local
 from .errors import BadExport
 from .export import REPORT_SUFFIXES, Export, open_export
 
@@ -99,19 +103,41 @@ def _name(df: pl.DataFrame, ex: Export) -> pl.DataFrame:
     return named.with_columns(kernel=kernel).drop("name", "name_id", "label", strict=False)
 
 
-def _per_file(path: Path, *, nsys, names: Names, include_memops: bool, nesting: attribute.Nesting, whole: bool) -> pl.DataFrame:
-    """One export's contribution: its summary (``whole``) or its named rows, through the cache."""
+def export_counts(
+    path: Path, *, nsys=None, names: Names = "demangled", include_memops: bool = False, nesting: attribute.Nesting = "innermost"
+) -> pl.DataFrame:
+    """One export's mergeable part of the report: ``file, range, kernel, duration_ns, count``,
+    how many operations of each (range, kernel) took each duration. Exact and compact (a few
+    thousand rows for millions of kernels); read in bounded memory (``chunked.py``) and kept in
+    the export's cache."""
     ex = open_export(path, nsys)
     label = ["label"] if include_memops else []
-    options = f"names={names} memops={include_memops} nesting={nesting}"
+    keys = events.launch_keys(ex)
+    by = ["range", "name_id", *label]
+
+    def ops_of(window: Export) -> pl.LazyFrame:  # a label per memory operation, stored as a category
+        ops = gpu_ops(window, names=names, include_memops=include_memops)
+        return ops.select(*keys, "name_id", *[pl.col(c).cast(pl.Categorical) for c in label], "duration_ns")
+
+    def count(ops: pl.LazyFrame) -> pl.LazyFrame:
+        return ops.group_by(*by, "duration_ns").agg(count=pl.len().cast(pl.Int64))
 
     def compute() -> pl.DataFrame:
-        keys = ["range", "name_id", *label]
-        ops = attributed(ex, names=names, include_memops=include_memops, nesting=nesting, keep=("name_id", *label, "duration_ns"))
-        return _name((metrics.summarize(ops, keys) if whole else ops.select(*keys, "duration_ns")).collect(), ex)
+        tables = [S.KERNEL, S.MEMCPY, S.MEMSET] if include_memops else [S.KERNEL]
+        counts = chunked.attributed_reduce(ex, ops_of, tables, count, nesting)
+        counts = counts.group_by(*by, "duration_ns").agg(pl.col("count").sum())
+        return _name(counts.with_columns(pl.col(c).cast(pl.String) for c in label), ex)
 
-    frame = cache.memo(ex, f"report {'summary' if whole else 'rows'} {options}", compute)
-    return frame.with_columns(file=pl.lit(str(path)))
+    options = f"names={names} memops={include_memops} nesting={nesting}"
+    frame = cache.memo(ex, f"report counts {options}", compute)
+    return frame.select(pl.lit(str(path)).alias("file"), "range", "kernel", "duration_ns", "count")
+
+
+def merge_counts(parts: Sequence[pl.DataFrame], *, per_file: bool = False) -> pl.DataFrame:
+    """The report's statistics from ``export_counts`` parts (any number, any order), per
+    (range, kernel), or per (file, range, kernel) with ``per_file``."""
+    keyed = ["file"] if per_file else []
+    return metrics.summarize_counts(pl.concat(parts, how="vertical").lazy(), [*keyed, "range", "kernel"]).collect()
 
 
 def kernel_summary(
@@ -125,26 +151,18 @@ def kernel_summary(
     per_file: bool = False,
     nsys: str | Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    engine=None,
 ) -> pl.DataFrame:
     """Statistics per (range, kernel) over ``paths`` (files or folders of exports).
 
-    One export: grouped on string ids, names attached to the few result rows. Several exports:
-    read in parallel (``progress(done, total)`` after each); string ids differ between files,
-    so names are attached per file before grouping; rows are aggregated across files, or kept
-    apart with ``per_file`` (a leading ``file`` column).
+    Each export is one task on ``engine`` (``engine.Local()``, threads here, by default; or
+    ``engine.Dask``), ``progress(done, total)`` after each; their parts are merged exactly, and
+    rows are aggregated across files, or kept apart with ``per_file`` (a leading ``file`` column).
     """
     files = expand_inputs(paths)
     keyed = ["file"] if per_file else []
-    work = partial(_per_file, nsys=nsys, names=names, include_memops=include_memops, nesting=nesting, whole=len(files) == 1)
-    parts = []
-    with ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, len(files))) as pool:
-        for part in pool.map(work, files):
-            parts.append(part)
-            if progress:
-                progress(len(parts), len(files))
-    frame = pl.concat(parts, how="vertical")
-    if len(files) > 1:
-        frame = metrics.summarize(frame.lazy(), [*keyed, "range", "kernel"]).collect()
+    work = partial(export_counts, nsys=nsys, names=names, include_memops=include_memops, nesting=nesting)
+    frame = merge_counts((engine or Local()).map(work, files, progress), per_file=per_file)
     if range_glob:
         frame = frame.filter(pl.col("range").str.contains(glob_regex(range_glob)))
     if kernel_glob:

@@ -1,0 +1,95 @@
+"""Frames split into hash buckets, held in memory up to a budget and on disk past it.
+
+The store behind reading an export of any size in bounded memory (``chunked.py``): each frame
+added is split by an integer key column modulo the number of buckets; the pieces stay in memory
+until they hold ``budget`` bytes, then all of them are written, one Arrow IPC file per (stream,
+bucket), into a temporary folder, and memory is free again. ``take`` gives back everything some
+buckets received, from memory and disk, in the order it was added; ``groups`` says which buckets
+to take together so that each take is about a given size. This is the partitioning step of a
+Grace hash join (Kitsuregawa et al., 1983): rows with equal keys land in the same bucket, so two
+streams can be joined a few buckets at a time. Choose many buckets (an upper bound of the data
+over the size wanted) and let ``groups`` merge them by the sizes actually seen.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import polars as pl
+
+
+class Spill:
+    """Named streams of frames, bucketed by ``key`` modulo ``buckets``. Use as a context manager:
+    the temporary folder, if one was needed, is removed on exit."""
+
+    def __init__(self, buckets: int, key: str, budget: int):
+        self.buckets, self.key, self.budget = buckets, key, budget
+        self.held: dict[tuple[str, int], list[pl.DataFrame]] = defaultdict(list)
+        self.files: dict[tuple[str, int], list[Path]] = defaultdict(list)
+        self.schemas: dict[str, pl.Schema] = {}
+        self.sizes = [0] * buckets  # bytes each bucket received, all streams together
+        self.held_bytes = 0
+        self.flushes = 0
+        self._folder: tempfile.TemporaryDirectory | None = None
+
+    def __enter__(self) -> Spill:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.held.clear()
+        if self._folder is not None:
+            self._folder.cleanup()
+
+    def add(self, stream: str, df: pl.DataFrame) -> None:
+        """Split ``df`` into buckets (rows with a null key go to bucket 0) and keep the pieces."""
+        self.schemas.setdefault(stream, df.schema)
+        bucket = (pl.col(self.key) % self.buckets).fill_null(0).alias("_bucket")
+        for (b,), piece in df.with_columns(bucket).partition_by("_bucket", as_dict=True, include_key=False).items():
+            self.held[stream, b].append(piece)
+            size = piece.estimated_size()
+            self.held_bytes += size
+            self.sizes[b] += size
+        if self.held_bytes > self.budget:
+            self._flush()
+
+    def groups(self, size: int) -> list[list[int]]:
+        """The buckets in runs of consecutive ones that together received at most ``size`` bytes
+        (a bucket larger than that alone)."""
+        runs: list[list[int]] = [[]]
+        total = 0
+        for b, n in enumerate(self.sizes):
+            if runs[-1] and total + n > size:
+                runs.append([])
+                total = 0
+            runs[-1].append(b)
+            total += n
+        return runs
+
+    def take(self, stream: str, buckets: list[int]) -> pl.DataFrame:
+        """Everything ``stream`` put into ``buckets``, each bucket's files first (they were
+        added first), then what is still in memory. Their share is released."""
+        pieces = []
+        for b in buckets:
+            pieces += [_read(f) for f in self.files.pop((stream, b), [])]
+            pieces += self.held.pop((stream, b), [])
+        if not pieces:
+            return pl.DataFrame(schema=self.schemas.get(stream, {}))
+        return pl.concat(pieces, how="vertical", rechunk=False)
+
+    def _flush(self) -> None:
+        if self._folder is None:
+            self._folder = tempfile.TemporaryDirectory(prefix="nsys-tools-spill-")
+        for (stream, b), pieces in self.held.items():
+            path = Path(self._folder.name) / f"{stream}-{b}-{self.flushes}.arrow"
+            pl.concat(pieces, how="vertical", rechunk=False).write_ipc(path)
+            self.files[stream, b].append(path)
+        self.held.clear()
+        self.held_bytes = 0
+        self.flushes += 1
+
+
+def _read(path: Path) -> pl.DataFrame:
+    with path.open("rb") as fh:  # read, not memory-mapped: mapped pages would count as resident
+        return pl.read_ipc(fh)

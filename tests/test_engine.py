@@ -1,0 +1,96 @@
+"""The report on Dask workers: the same table as in this process, and errors that name what failed."""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from polars.testing import assert_frame_equal
+
+from nsys_tools import engine
+from nsys_tools.errors import BadExport, SchedulerError
+from nsys_tools.report import kernel_summary
+
+from .conftest import FIXTURES
+
+distributed = pytest.importorskip("distributed", reason="needs nsys-tools[dask]")
+
+DEMO = Path(__file__).resolve().parents[1] / "reports" / "sweeps" / "20261129-183449-quiet"
+EXPORTS = sorted((FIXTURES / "layernorm-3impl").glob("*.sqlite")) + sorted(DEMO.glob("*.sqlite"))
+
+
+@pytest.fixture(scope="module")
+def dask_engine():
+    """One cluster of two worker processes for the whole module (it takes seconds to start)."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            yield engine.Dask(client)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"per_file": True},
+        {"include_memops": True, "names": "short"},
+        {"nesting": "all", "range_glob": "*/4096x768*"},
+    ],
+    ids=["aggregated", "per-file", "memops-short", "all-ranges"],
+)
+def test_dask_table_equals_the_local_table(dask_engine, options):
+    local = kernel_summary(EXPORTS, **options)
+    on_dask = kernel_summary(EXPORTS, engine=dask_engine, **options)
+    assert local.height > 10
+    assert_frame_equal(on_dask, local)
+
+
+def test_progress_and_order(dask_engine):
+    seen = []
+    parts = dask_engine.map(str.upper, ["a", "b", "c"], lambda done, total: seen.append((done, total)))
+    assert parts == ["A", "B", "C"]
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+    assert engine.Local(2).map(str.upper, ["a", "b", "c"]) == ["A", "B", "C"]
+
+
+def test_a_worker_that_cannot_read_names_the_path_and_itself(dask_engine, tmp_path):
+    good = tmp_path / "good.sqlite"
+    shutil.copyfile(EXPORTS[0], good)
+    bad = tmp_path / "cut.sqlite"
+    bad.write_bytes(good.read_bytes()[:5000])
+    with pytest.raises(BadExport) as err:
+        kernel_summary([good, bad], engine=dask_engine)
+    message = str(err.value)
+    assert message.startswith(f"{bad}: truncated SQLite file")
+    assert "(read on worker tcp://127.0.0.1:" in message and message.endswith("copy or export it again")
+
+
+def test_errors_survive_the_trip_between_processes():
+    err = BadExport(Path("x.sqlite"), "not an SQLite file", "pass an export")
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is BadExport and str(back) == str(err) and back.hint == "pass an export"
+
+
+def test_an_unreadable_path_is_an_error_naming_it(tmp_path):
+    folder_named_like_an_export = tmp_path / "run.sqlite"
+    folder_named_like_an_export.mkdir()
+    with pytest.raises(BadExport, match=r"run\.sqlite: cannot be read on worker w1 \(Is a directory\)"):
+        engine.run_task(lambda p: p.open("rb"), folder_named_like_an_export, "worker w1")
+
+
+def test_unreachable_scheduler_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", 1)
+    t = time.perf_counter()
+    with pytest.raises(SchedulerError, match=r"no Dask scheduler answered at tcp://127\.0\.0\.1:9 within 1 s"):
+        with engine.connect("tcp://127.0.0.1:9"):
+            pass
+    assert time.perf_counter() - t < 15
+
+
+@pytest.mark.parametrize("spec", ["local:0", "local:x", "127.0.0.1:8786", "tcp://"])
+def test_scheduler_specs(spec):
+    with pytest.raises(ValueError):
+        engine.parse(spec)
+    assert engine.parse("local:4") == ("local", 4) and engine.parse("tcp://h:8786") == ("address", "tcp://h:8786")
