@@ -1,23 +1,21 @@
-"""Kernel time per NVTX range: the facade behind ``nsys-tools report`` for plain exports."""
+"""The tables behind ``nsys-tools report`` for exports: any view over one or many exports."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Literal
 
 import polars as pl
 
-from . import attribute, cache, events, metrics
-from . import schema as S
+from . import cache, views
 from .errors import BadExport
-from .export import REPORT_SUFFIXES, Export, open_export
-
-Names = Literal["short", "demangled"]
+from .export import REPORT_SUFFIXES
+from .trace import open as open_trace
 
 
 def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
@@ -37,38 +35,6 @@ def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
             raise BadExport(p, "holds no .sqlite or .nsys-rep exports", "point at an export or a folder of them")
         found.extend(inside)
     return found
-
-
-def gpu_ops(ex: Export, *, names: Names = "demangled", include_memops: bool = False) -> pl.LazyFrame:
-    """Kernels (and optionally memory operations) as ``name_id``/``label`` rows with times.
-
-    Kernels keep their string id in ``name_id``; memory operations (``include_memops``) carry a
-    literal ``label`` such as ``[CUDA memcpy Device-to-Device]``, as nsys names them.
-    """
-    id_col = "short_name_id" if names == "short" else "demangled_name_id"
-    cols = [*events.launch_keys(ex), "start_ns", "end_ns", "duration_ns"]
-    kernels = events.kernels(ex, [*cols, id_col]).select(*cols, name_id=id_col)
-    if not include_memops:
-        return kernels
-    label = pl.when(pl.col("op") == "memcpy").then(pl.format("[CUDA memcpy {}]", "copy_kind")).otherwise(pl.lit("[CUDA memset]"))
-    memops = events.memops(ex).select(*cols, name_id=pl.lit(None, pl.Int64), label=label)
-    return pl.concat([kernels, memops], how="diagonal")
-
-
-def attributed(
-    ex: Export,
-    *,
-    names: Names = "demangled",
-    include_memops: bool = False,
-    nesting: attribute.Nesting = "innermost",
-    keep: Iterable[str] | None = None,
-) -> pl.LazyFrame:
-    """``gpu_ops`` with the enclosing NVTX ``range`` of each operation; ``keep`` narrows the
-    operation columns carried along (exports hold millions of operations)."""
-    ops = gpu_ops(ex, names=names, include_memops=include_memops)
-    if keep is not None:
-        ops = ops.select(*dict.fromkeys([*events.launch_keys(ex), *keep]))
-    return attribute.project(ops, events.launch_calls(ex, ops), events.nvtx_ranges(ex), nesting)
 
 
 def glob_regex(pattern: str) -> str:
@@ -92,63 +58,72 @@ def glob_regex(pattern: str) -> str:
     return "^(?s:" + "".join(out) + ")$"
 
 
-def _name(df: pl.DataFrame, ex: Export) -> pl.DataFrame:
-    """Attach kernel names to ``name_id`` and merge them with the memory-operation labels."""
-    named = events.attach_names(ex, df, {"name_id": "name"})
-    kernel = pl.coalesce("label", "name") if "label" in df.columns else pl.col("name")
-    return named.with_columns(kernel=kernel).drop("name", "name_id", "label", strict=False)
+def _options(fn) -> list[str]:
+    """The options a view step takes: its parameters after the frame (or trace) and the keys."""
+    return list(inspect.signature(fn).parameters)[2:]
 
 
-def _per_file(path: Path, *, nsys, names: Names, include_memops: bool, nesting: attribute.Nesting, whole: bool) -> pl.DataFrame:
-    """One export's contribution: its summary (``whole``) or its named rows, through the cache."""
-    ex = open_export(path, nsys)
-    label = ["label"] if include_memops else []
-    options = f"names={names} memops={include_memops} nesting={nesting}"
-
-    def compute() -> pl.DataFrame:
-        keys = ["range", "name_id", *label]
-        ops = attributed(ex, names=names, include_memops=include_memops, nesting=nesting, keep=("name_id", *label, "duration_ns"))
-        return _name((metrics.summarize(ops, keys) if whole else ops.select(*keys, "duration_ns")).collect(), ex)
-
-    frame = cache.memo(ex, f"report {'summary' if whole else 'rows'} {options}", compute)
-    return frame.with_columns(file=pl.lit(str(path)))
+def _routed(fn, options: dict) -> dict:
+    """The ``options`` that ``fn`` takes."""
+    return {k: v for k, v in options.items() if k in _options(fn)}
 
 
-def kernel_summary(
+def _per_file(path: Path, *, view: str, by: tuple[str, ...], per_file: bool, nsys, options: dict) -> pl.DataFrame:
+    """One export's partial table of ``view``, through the cache beside it."""
+    v = views.get(view)
+    with open_trace(path, nsys) as trace:
+        detail = " ".join(f"{k}={options[k]}" for k in sorted(options))
+
+        def compute() -> pl.DataFrame:
+            frame = v.read(trace, by, **_routed(v.read, options))
+            return v.partial(frame, by, **_routed(v.partial, options)).collect()
+
+        part = cache.memo(trace.export, f"view {view} partial by={','.join(by)} {detail}", compute)
+    return part.with_columns(file=pl.lit(str(path))) if per_file else part
+
+
+def view_table(
     paths: Sequence[str | Path],
+    view: str = "kernels",
     *,
+    by: Sequence[str] = (),
+    per_file: bool = False,
     range_glob: str | None = None,
     kernel_glob: str | None = None,
-    names: Names = "demangled",
-    include_memops: bool = False,
-    nesting: attribute.Nesting = "innermost",
-    per_file: bool = False,
     nsys: str | Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    **options,
 ) -> pl.DataFrame:
-    """Statistics per (range, kernel) over ``paths`` (files or folders of exports).
+    """The ``view`` table (``nsys_tools.views``) over ``paths`` (files or folders of exports).
 
-    One export: grouped on string ids, names attached to the few result rows. Several exports:
-    read in parallel (``progress(done, total)`` after each); string ids differ between files,
-    so names are attached per file before grouping; rows are aggregated across files, or kept
-    apart with ``per_file`` (a leading ``file`` column).
+    ``by``: any of device, process, stream, as leading group-by columns; ``per_file`` keeps
+    exports apart (a leading ``file`` column). Exports are read in parallel (``progress(done,
+    total)`` after each), each into a partial table that is cached beside it; the partials
+    merge exactly. ``range_glob`` and ``kernel_glob`` keep rows whose ``range`` or ``kernel``
+    matches. ``options`` go to the view (``names``, ``include_memops``, ``nesting``,
+    ``min_gap_ns``).
     """
+    v = views.get(view)
+    unknown = set(options) - {*_options(v.read), *_options(v.partial)}
+    if unknown:
+        raise TypeError(f"view {view} takes no option {sorted(unknown)[0]!r}")
     files = expand_inputs(paths)
-    keyed = ["file"] if per_file else []
-    work = partial(_per_file, nsys=nsys, names=names, include_memops=include_memops, nesting=nesting, whole=len(files) == 1)
+    by_cols = tuple(views.by_columns(by))
+    work = partial(_per_file, view=view, by=by_cols, per_file=per_file, nsys=nsys, options=options)
     parts = []
     with ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, len(files))) as pool:
         for part in pool.map(work, files):
             parts.append(part)
             if progress:
                 progress(len(parts), len(files))
-    frame = pl.concat(parts, how="vertical")
-    if len(files) > 1:
-        frame = metrics.summarize(frame.lazy(), [*keyed, "range", "kernel"]).collect()
-    if range_glob:
-        frame = frame.filter(pl.col("range").str.contains(glob_regex(range_glob)))
-    if kernel_glob:
-        frame = frame.filter(pl.col("kernel").str.contains(glob_regex(kernel_glob)))
-    return frame.select(*keyed, *S.SUMMARY_COLUMNS).sort(
-        ["total_ns", *keyed, "range", "kernel"], descending=[True] + [False] * (len(keyed) + 2)
-    )
+    keys = [*(["file"] if per_file else []), *by_cols]
+    frame = v.finalize(pl.concat(parts, how="diagonal_relaxed").lazy(), keys).collect()
+    for column, glob in (("range", range_glob), ("kernel", kernel_glob)):
+        if glob:
+            frame = frame.filter(pl.col(column).str.contains(glob_regex(glob)))
+    return frame
+
+
+def kernel_summary(paths: Sequence[str | Path], **kw) -> pl.DataFrame:
+    """Statistics per (range, kernel) over ``paths``: ``view_table(paths, "kernels", ...)``."""
+    return view_table(paths, "kernels", **kw)

@@ -21,15 +21,15 @@ NEW = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
 def test_report_markdown():
     res = runner.invoke(app, ["report", str(NEW), "--names", "short"])
     assert res.exit_code == 0
-    assert "| triton/4096x768 | norm\\_kernel | 100 | 546.02 | 5.46 | 5.42 | 5.38 | 8.26 |" in res.stdout
+    assert "| triton/4096x768 | norm\\_kernel | 100 | 546.02 | 15.83 | 5.46 | 5.42 | 5.38 | 8.26 |" in res.stdout
 
 
 def test_report_csv_and_json_columns():
     res = runner.invoke(app, ["report", str(NEW), "--format", "csv", "--range", "cupy*"])
     assert res.exit_code == 0
     lines = res.stdout.splitlines()
-    assert lines[0] == "range,kernel,instances,total_ns,mean_ns,median_ns,min_ns,max_ns,stddev_ns,p10_ns,p90_ns"
-    assert lines[1].startswith("cupy/4096x768,ln_block,100,925121,9251.21,9216.0,9024,13760,")
+    assert lines[0] == "range,kernel,instances,total_ns,time_pct,mean_ns,median_ns,min_ns,max_ns,stddev_ns,p10_ns,p90_ns"
+    assert lines[1].startswith("cupy/4096x768,ln_block,100,925121,26.82")
     res = runner.invoke(app, ["report", str(NEW), "-f", "json", "--kernel", "norm_kernel"])
     rows = json.loads(res.stdout)
     assert [(r["range"], r["instances"]) for r in rows] == [("triton/4096x768", 100), ("", 20)]
