@@ -1,0 +1,169 @@
+"""Every view against its ``nsys stats`` twin, on every bundled export.
+
+nsys is not installed where CI runs: the reference CSVs in ``tests/fixtures/nsys-stats/`` were
+written by Nsight Systems 2025.3.1.0 on the capture machine (that folder's MANIFEST.md says how).
+nsys prints averages and standard deviations with one decimal, percentages with one, and
+memory sizes in MB with three; everything else must be equal.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from nsys_tools.report import view_table
+
+from .conftest import FIXTURES
+
+NSYS = "nsys 2025.3.1.0"  # the version that wrote the reference CSVs
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "reports" / "sweeps" / "20261129-183449-quiet"
+EXPORTS = {
+    "layernorm-3impl-nsys2025.3": FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite",
+    "layernorm-3impl-nsys2024.2": FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2024.2.sqlite",
+    "multi-gpu-nsys2025.3": FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite",
+    **{f"demo-{s}": DEMO / f"{s}.sqlite" for s in ("4096x768", "8192x768", "1024x2048", "4096x4096")},
+}
+ONE_DECIMAL = 0.05 + 1e-9
+MB = 1e6
+
+
+def reference(name: str, report: str) -> pl.DataFrame:
+    return pl.read_csv(FIXTURES / "nsys-stats" / name / f"{report}.csv", infer_schema_length=None)
+
+
+def paired(ours: pl.DataFrame, ref: pl.DataFrame, key: str, report: str) -> pl.DataFrame:
+    """Our rows joined to nsys's on ``key``: the same rows, one to one."""
+    assert sorted(ours[key]) == sorted(ref[key]), f"rows differ from {NSYS} {report}"
+    return ours.join(ref, on=key, how="inner", validate="1:1")
+
+
+def assert_equal(both: pl.DataFrame, pairs: dict[str, str], report: str) -> None:
+    for ours, theirs in pairs.items():
+        assert (both[ours] == both[theirs]).all(), f"{ours} != {NSYS} {report} {theirs!r}"
+
+
+def assert_close(both: pl.DataFrame, pairs: dict[str, str], report: str, tol: float = ONE_DECIMAL, scale: float = 1.0) -> None:
+    for ours, theirs in pairs.items():
+        worst = (both[ours] / scale - both[theirs]).abs().max()
+        assert worst <= tol, f"{ours} differs from {NSYS} {report} {theirs!r} by {worst}"
+
+
+@pytest.fixture(params=list(EXPORTS), ids=list(EXPORTS))
+def export(request):
+    return request.param, EXPORTS[request.param]
+
+
+def test_kernels_match_cuda_gpu_kern_sum_nvtx_name(export):
+    name, path = export
+    report = "cuda_gpu_kern_sum:nvtx-name"
+    ours = view_table([path], "kernels").with_columns(
+        Name=pl.when(pl.col("range") == "").then(pl.col("kernel")).otherwise(pl.col("range") + "/" + pl.col("kernel"))
+    )
+    both = paired(ours, reference(name, "cuda_gpu_kern_sum_nvtx-name"), "Name", report)
+    assert_equal(
+        both,
+        {
+            "instances": "Instances",
+            "total_ns": "Total Time (ns)",
+            "median_ns": "Med (ns)",
+            "min_ns": "Min (ns)",
+            "max_ns": "Max (ns)",
+        },
+        report,
+    )
+    assert_close(both, {"mean_ns": "Avg (ns)", "stddev_ns": "StdDev (ns)", "time_pct": "Time (%)"}, report)
+
+
+def test_each_kernel_counted_once(export):
+    """Summed over ranges, the kernel view is ``cuda_gpu_kern_sum``: every kernel once."""
+    name, path = export
+    ours = view_table([path], "kernels").group_by("kernel").agg(pl.col("instances", "total_ns").sum())
+    both = paired(ours.rename({"kernel": "Name"}), reference(name, "cuda_gpu_kern_sum"), "Name", "cuda_gpu_kern_sum")
+    assert_equal(both, {"instances": "Instances", "total_ns": "Total Time (ns)"}, "cuda_gpu_kern_sum")
+
+
+def test_ranges_match_nvtx_gpu_proj_sum(export):
+    name, path = export
+    report = "nvtx_gpu_proj_sum"
+    ours = view_table([path], "ranges").with_columns(
+        Range=pl.col("domain").fill_null("") + ":" + pl.col("range"),
+        Style=pl.col("style").replace_strict({"pushpop": "PushPop", "startend": "StartEnd"}),
+        key=pl.col("domain").fill_null("") + ":" + pl.col("range") + "|" + pl.col("style"),
+    )
+    ref = reference(name, report).with_columns(
+        key=pl.col("Range") + "|" + pl.col("Style").replace({"PushPop": "pushpop", "StartEnd": "startend"})
+    )
+    both = paired(ours.drop("Range", "Style"), ref, "key", report)
+    assert_equal(
+        both,
+        {
+            "proj_total_ns": "Total Proj Time (ns)",
+            "range_total_ns": "Total Range Time (ns)",
+            "instances": "Range Instances",
+            "proj_median_ns": "Proj Med (ns)",
+            "proj_min_ns": "Proj Min (ns)",
+            "proj_max_ns": "Proj Max (ns)",
+            "ops": "Total GPU Ops",
+        },
+        report,
+    )
+    assert_close(
+        both,
+        {
+            "proj_mean_ns": "Proj Avg (ns)",
+            "proj_stddev_ns": "Proj StdDev (ns)",
+            "ops_mean": "Avg GPU Ops",
+            "level_mean": "Avg Range Lvl",
+            "children_mean": "Avg Num Child",
+        },
+        report,
+    )
+    # The projection spans idle time; the union of the operations never exceeds it.
+    assert (both["busy_ns"] <= both["proj_total_ns"]).all() and (both["busy_ns"] > 0).all()
+
+
+def test_api_matches_cuda_api_sum(export):
+    name, path = export
+    report = "cuda_api_sum"
+    both = paired(view_table([path], "api").rename({"api": "Name"}), reference(name, report), "Name", report)
+    assert_equal(
+        both,
+        {
+            "instances": "Num Calls",
+            "total_ns": "Total Time (ns)",
+            "median_ns": "Med (ns)",
+            "min_ns": "Min (ns)",
+            "max_ns": "Max (ns)",
+        },
+        report,
+    )
+    assert_close(both, {"mean_ns": "Avg (ns)", "stddev_ns": "StdDev (ns)", "time_pct": "Time (%)"}, report)
+
+
+def test_memops_match_cuda_gpu_mem_size_and_time_sum(export):
+    name, path = export
+    ours = view_table([path], "memops").rename({"operation": "Operation"})
+    report = "cuda_gpu_mem_time_sum"
+    both = paired(ours, reference(name, report), "Operation", report)
+    assert_equal(
+        both,
+        {
+            "instances": "Count",
+            "total_ns": "Total Time (ns)",
+            "median_ns": "Med (ns)",
+            "min_ns": "Min (ns)",
+            "max_ns": "Max (ns)",
+        },
+        report,
+    )
+    assert_close(both, {"mean_ns": "Avg (ns)", "stddev_ns": "StdDev (ns)", "time_pct": "Time (%)"}, report)
+    report = "cuda_gpu_mem_size_sum"
+    both = paired(ours, reference(name, report), "Operation", report)
+    assert_equal(both, {"instances": "Count"}, report)
+    sizes = {f"{s}_bytes": f"{s.replace('mean', 'Avg').replace('stddev', 'StdDev').title()} (MB)" for s in ("min", "max")}
+    sizes |= {"total_bytes": "Total (MB)", "mean_bytes": "Avg (MB)", "median_bytes": "Med (MB)", "stddev_bytes": "StdDev (MB)"}
+    assert_close(both, sizes, report, tol=0.0005 + 1e-9, scale=MB)
+    assert ((both["gbps"] - both["total_bytes"] / both["total_ns"]).abs() < 1e-12).all()
