@@ -145,3 +145,34 @@ def test_memops_match_cuda_gpu_mem_size_and_time_sum(export):
     sizes |= {"total_bytes": "Total (MB)", "mean_bytes": "Avg (MB)", "median_bytes": "Med (MB)", "stddev_bytes": "StdDev (MB)"}
     assert_close(both, sizes, report, tol=0.0005 + 1e-9, scale=MB)
     assert ((both["gbps"] - both["total_bytes"] / both["total_ns"]).abs() < 1e-12).all()
+
+
+def test_gaps_on_each_device_with_what_ran_around_them():
+    """Checked against a plain walk over the operations of the two-GPU capture, which sleeps
+    2 ms between steps: every idle interval of at least 1 ms, and the operations around it."""
+    import nsys_tools
+
+    path = EXPORTS["multi-gpu-nsys2025.3"]
+    ops = nsys_tools.open(path).gpu_ops(columns=["gpu_id", "start_ns", "end_ns", "name"]).collect()
+    expected = []
+    for (gpu,), group in ops.sort("start_ns", "end_ns").group_by("gpu_id", maintain_order=True):
+        busy_until, holder = None, None
+        for start, end, name in group.select("start_ns", "end_ns", "name").iter_rows():
+            if busy_until is not None and start - busy_until >= 1_000_000:
+                expected.append((gpu, busy_until, start, holder, name))
+            if busy_until is None or end >= busy_until:
+                busy_until, holder = end, name
+    gaps = view_table([path], "gaps", min_gap_ns=1_000_000)
+    assert sorted(gaps.select("gpu_id", "gap_start_ns", "gap_end_ns", "before", "after").rows()) == sorted(expected)
+    assert gaps["gap_ns"].is_sorted(descending=True) and len(expected) == 24
+    between_steps = gaps.filter(pl.col("after_range") == "data")
+    assert between_steps.group_by("gpu_id").len().sort("gpu_id").rows() == [(0, 3), (1, 3)]
+    assert (between_steps["gap_ns"] > 2_000_000).all()
+    assert view_table([path], "gaps", min_gap_ns=200_000_000).height == 0
+
+
+def test_busy_time_is_the_union_of_intervals():
+    from nsys_tools.views.ranges import union_ns
+
+    frame = pl.DataFrame({"k": [1, 1, 1, 1, 2], "start_ns": [30, 0, 5, 32, 7], "end_ns": [40, 10, 20, 35, 9]})
+    assert frame.group_by("k").agg(busy=union_ns()).sort("k").rows() == [(1, 30), (2, 2)]
