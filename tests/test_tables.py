@@ -53,7 +53,10 @@ def test_microseconds_in_markdown_nanoseconds_in_csv():
     assert escape("a\nb") == "a b"
 
 
-FILL = "void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<{}>, std::array<char *, (unsigned long)1>>(int, T2, T3)"
+FILL = (
+    "void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<{}>, "
+    "std::array<char *, (unsigned long)1>>(int, T2, T3)"
+)
 
 
 def test_shortening_never_makes_two_names_alike():
