@@ -10,7 +10,8 @@ and ``gpu_name`` (the GPU a CUDA device is, across processes that renumber devic
 * ``gpu_ops(attributed=True)``: kernels and memory operations together, each with the API call
   that launched it and the NVTX range it belongs to (``nesting="all"``: one row per enclosing
   range);
-* ``gpus()``, ``devices()``, ``processes()``, ``session()``: the small tables.
+* ``gpus()``, ``devices()``, ``processes()``, ``session()``: the small tables;
+* ``view(name, by=...)``: one of the standard tables (``nsys_tools.views``).
 
 ``columns=[...]`` reads only those columns (and what they derive from): exports hold millions of
 kernels. Reads are kept for the life of the object; ``close()`` (or leaving a ``with`` block)
@@ -198,6 +199,15 @@ class Trace:
             return placed if columns is None else _only(placed, [*columns, *(ATTRIBUTION if attributed else ())])
 
         return self._once(key, read)
+
+    def view(self, name: str, by: Iterable[str] = (), **options) -> pl.DataFrame:
+        """A standard table of this export (``nsys_tools.views``): "kernels", "ranges", "api",
+        "memops" or "gaps", split by any of ``by=["device", "process", "stream"]``; ``options``
+        as ``nsys-tools report`` takes them (``names``, ``include_memops``, ``nesting``,
+        ``min_gap_ns``)."""
+        from . import views
+
+        return views.table(self, name, by, **options)
 
     # Names, processes and GPUs, attached in one place.
 

@@ -19,14 +19,22 @@ one task per export on a cluster) share every step:
   the table.
 
 ``keys`` are the leading group-by columns: ``by_columns(["device", "process", "stream"])``, and
-``file`` when exports are kept apart.
+``file`` when exports are kept apart. ``partial`` and ``finalize`` below run a view by name,
+routing each option to the step that takes it; ``table`` is both for one trace.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import inspect
+from collections.abc import Iterable, Sequence
 from importlib import import_module
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from ..trace import Trace
 
 NAMES = ("kernels", "ranges", "api", "memops", "gaps")
 
@@ -53,3 +61,29 @@ def get(name: str) -> ModuleType:
     if name not in NAMES:
         raise ValueError(f"unknown view {name!r}: choose from {', '.join(NAMES)}")
     return import_module(f"{__name__}.{name}")
+
+
+def _options(step) -> list[str]:
+    """The options a step takes: its parameters after the frame (or trace) and the keys."""
+    return list(inspect.signature(step).parameters)[2:]
+
+
+def partial(name: str, trace: Trace, by: Sequence[str], **options) -> pl.LazyFrame:
+    """View ``name``'s partial table of one trace, grouped by the ``by`` columns (``by_columns``)."""
+    view = get(name)
+    unknown = set(options) - {*_options(view.read), *_options(view.partial)}
+    if unknown:
+        raise TypeError(f"view {name} takes no option {sorted(unknown)[0]!r}")
+    frame = view.read(trace, by, **{k: v for k, v in options.items() if k in _options(view.read)})
+    return view.partial(frame, by, **{k: v for k, v in options.items() if k in _options(view.partial)})
+
+
+def finalize(name: str, partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
+    """View ``name``'s table from partials (of one trace or many, concatenated)."""
+    return get(name).finalize(partials, keys)
+
+
+def table(trace: Trace, name: str, by: Iterable[str] = (), **options) -> pl.DataFrame:
+    """View ``name`` of one trace, split by the ``--by`` keys in ``by``."""
+    keys = by_columns(by)
+    return finalize(name, partial(name, trace, keys, **options), keys).collect()
