@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .files import replaced_atomically
 
-VERSION = 1
+VERSION = 2  # 2: partial tables keep value counts
 MIN_BYTES = 32 * 2**20
 
 

@@ -1,82 +1,123 @@
-"""NVTX attribution of an export of any size in bounded memory.
+"""A view's partial table of an export of any size, in bounded memory.
 
-Attribution needs, for each GPU operation, the API call that launched it: an operation and its
-call share a correlation id (within a process) but may sit anywhere in their tables, and the
-runtime table holds ten times as many rows as the kernel table. Holding both whole costs about
-0.4 bytes of memory per byte of export. Here the two are joined as a Grace hash join:
+The frame layer reads each table whole, and attribution joins every GPU operation with the API
+call that launched it: an operation and its call share a correlation id but may sit anywhere
+in their tables, and the runtime table holds ten times as many rows as the kernel table. Whole,
+that costs about half the export's size in memory. Here the same pipeline (``Trace`` and the
+view's ``read`` and ``partial``) runs a piece at a time, as a Grace hash join (Kitsuregawa et
+al., 1983):
 
-1. the operation tables are read one rowid window at a time (``Export.windows``), each window
-   reduced to the columns the caller keeps and split by correlation id into buckets
-   (``spill.Spill``: in memory up to a budget, on disk past it);
-2. the launch-named API calls are read the same way into the same buckets;
-3. each bucket's operations are attributed to NVTX ranges against that bucket's calls with
-   ``attribute.project`` (the ranges, which are few, are held whole) and reduced at once by
-   ``reduce`` (for a report: value counts of durations per range and kernel);
-4. operations whose call was not among the launch-named ones are looked up exactly at the end
-   (``events.launch_calls``), in one pass, as the in-memory path does.
+1. a dry run of the view on empty event tables records which reads of the large tables
+   (kernels, memory operations, runtime and driver calls) it makes, and with which columns;
+2. each of those reads is made one rowid window at a time (``Export.windows``) and its rows are
+   split by correlation id into buckets (``spill.Spill``: in memory up to a budget, on disk
+   past it), so that an operation and the calls that launched it land in the same bucket;
+3. the view runs once per group of buckets, on an export whose large tables hold only that
+   group's rows; the NVTX ranges, names and other small tables are read whole, once;
+4. the pieces' partial tables concatenate into the export's: they merge exactly, as partials
+   of several exports do.
 
-Attribution depends only on the launching call's thread and times, so no range is cut by a
-window or bucket boundary. Peak memory is set by ``WINDOW_ROWS``, ``BUCKET_BYTES`` and
-``SPILL_BYTES``, not by the export.
+Attribution depends only on the launching call's thread and times, so no NVTX range is cut by a
+window or a bucket. Views whose partial needs all operations at once (``ranges``: intervals per
+range instance; ``gaps``: each timeline in order) read the export whole (``views.SPLITTABLE``).
+Peak memory is set by ``WINDOW_ROWS``, ``BUCKET_BYTES`` and ``SPILL_BYTES``, not by the export.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import polars as pl
 
-from . import attribute, events
 from . import schema as S
+from . import views
 from .export import Export
+from .schema import Field
 from .spill import Spill
+from .trace import Trace
 
 WINDOW_ROWS = 2_000_000  # rows of a table read at a time
-BUCKET_BYTES = 64 * 2**20  # calls and operations joined at a time
+BUCKET_BYTES = 64 * 2**20  # rows of the large tables a piece holds, in bytes
 SPILL_BYTES = 128 * 2**20  # held in memory before buckets go to disk
-CALL_TABLES = (S.RUNTIME, S.DRIVER)
-# Bytes per row as bucketed: the launch columns plus pid; the keys plus a few kept columns.
-CALL_ROW_BYTES = 8 * (len(events.LAUNCH_COLUMNS) + 1)
-OP_ROW_BYTES = 8 * 5
+LARGE = (S.KERNEL, S.MEMCPY, S.MEMSET, S.RUNTIME, S.DRIVER)
+KEY = "correlation_id"
+
+Read = tuple[str, tuple[Field, ...], str]  # (table, fields, where) of one read of a large table
 
 
-def bucket_count(ex: Export, op_tables: Sequence[str]) -> int:
-    """Enough buckets that no bucket can exceed ``BUCKET_BYTES``, from the tables' row counts
-    (an upper bound: most API calls are not launches); ``Spill.groups`` then joins buckets up
-    to that size by what they actually received."""
-    calls = sum(ex.rows(t) for t in CALL_TABLES if ex.has(t)) * CALL_ROW_BYTES
-    ops = sum(ex.rows(t) for t in op_tables if ex.has(t)) * OP_ROW_BYTES
-    return max(1, -(-max(calls, ops) // BUCKET_BYTES))
+@dataclass(frozen=True)
+class _Shared(Export):
+    """An export read without the Parquet cache (a window of it all: ``window=(0, 1)``), each
+    read of a small table made once for all pieces (``memo``)."""
+
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def fetch(self, sql, schema):
+        key = tuple(sql) if isinstance(sql, list) else sql
+        if key not in self.memo:
+            self.memo[key] = Export.fetch(self, sql, schema)
+        return self.memo[key]
 
 
-def attributed_reduce(
-    ex: Export,
-    ops_of: Callable[[Export], pl.LazyFrame],
-    op_tables: Sequence[str],
-    reduce: Callable[[pl.LazyFrame], pl.LazyFrame],
-    nesting: attribute.Nesting = "innermost",
-) -> pl.DataFrame:
-    """``reduce`` applied to the attributed operations of ``ex``, a bucket at a time; the
-    pieces are concatenated, and ``reduce`` must be such that the caller can combine them
-    (counts, sums, minima, value counts).
+@dataclass(frozen=True)
+class _DryRun(_Shared):
+    """Answers reads of the large tables with no rows, and records them."""
 
-    ``ops_of(window)`` gives a window's operations: ``pid`` (where the export records it) and
-    ``correlation_id``, plus what ``reduce`` needs; ``op_tables`` are the tables it reads.
-    """
-    keys = events.launch_keys(ex)
-    ranges = events.nvtx_ranges(ex).collect().lazy()
-    pieces, orphans = [], []
-    with Spill(bucket_count(ex, op_tables), "correlation_id", SPILL_BYTES) as spill:
-        for window in ex.windows(op_tables, WINDOW_ROWS):
-            spill.add("ops", ops_of(window).collect())
-        for window in ex.windows(CALL_TABLES, WINDOW_ROWS):
-            spill.add("calls", events.api_calls(window, launches_only=True, columns=events.LAUNCH_COLUMNS).collect())
-        no_calls = pl.LazyFrame(schema=spill.schemas["calls"])
+    reads: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def select(self, table: str, fields: Iterable[Field], where: str = "") -> pl.LazyFrame:
+        if table not in LARGE:
+            return Export.select(self, table, fields, where)
+        fields = tuple(fields)
+        self.reads.setdefault((table, fields, where), f"read{len(self.reads)}")
+        schema = self.query(table, fields, where)[1]
+        return pl.LazyFrame(schema={c: t or pl.Null for c, t in schema.items()})
+
+
+@dataclass(frozen=True)
+class _Piece(_Shared):
+    """Answers the recorded reads of the large tables with one group of buckets' rows; any
+    other read of them (the exact lookup of a launch outside the name filter) goes to SQLite."""
+
+    spill: Spill | None = field(default=None, compare=False, repr=False)
+    streams: dict = field(default_factory=dict, compare=False, repr=False)
+    group: tuple[int, ...] = ()
+    taken: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def select(self, table: str, fields: Iterable[Field], where: str = "") -> pl.LazyFrame:
+        fields = tuple(fields)
+        stream = self.streams.get((table, fields, where))
+        if stream is None:
+            return Export.select(self, table, fields, where)
+        if stream not in self.taken:
+            self.taken[stream] = self.spill.take(stream, list(self.group))
+        return self.taken[stream].lazy()
+
+
+def bucket_count(ex: Export, reads: Iterable[Read]) -> int:
+    """Enough buckets that none can exceed ``BUCKET_BYTES``, from the tables' row counts (an
+    upper bound: most API calls are not launches); ``Spill.groups`` then joins buckets up to
+    that size by what they actually received."""
+    total = sum(ex.rows(table) * 8 * len(fields) for table, fields, _ in reads if ex.has(table))
+    return max(1, -(-total // BUCKET_BYTES))
+
+
+def view_partial(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.DataFrame:
+    """View ``view``'s partial table of ``ex`` (``views.partial``), in bounded memory when the
+    view allows it."""
+    if view not in views.SPLITTABLE:
+        return views.partial(view, Trace(ex), by, **options).collect()
+    memo: dict = {}
+    whole = dict(path=ex.path, source=ex.source, tables=ex.tables, window=(0, 1), memo=memo)
+    dry = _DryRun(**whole)
+    views.partial(view, Trace(dry), by, **options).collect()
+    with Spill(bucket_count(ex, dry.reads), KEY, SPILL_BYTES) as spill:
+        for (table, fields, where), stream in dry.reads.items():
+            for window in ex.windows([table], WINDOW_ROWS):
+                spill.add(stream, window.select(table, fields, where).collect())
+        pieces = []
         for group in spill.groups(BUCKET_BYTES):
-            ops, calls = spill.take("ops", group).lazy(), spill.take("calls", group).lazy()
-            orphans.append(ops.join(calls, on=keys, how="anti").collect())
-            pieces.append(reduce(attribute.project(ops.join(calls, on=keys, how="semi"), calls, ranges, nesting)).collect())
-    lost = pl.concat(orphans, how="vertical").lazy()
-    if lost.select(pl.len()).collect().item():
-        pieces.append(reduce(attribute.project(lost, events.launch_calls(ex, lost, no_calls), ranges, nesting)).collect())
-    return pl.concat(pieces, how="vertical")
+            piece = _Piece(**whole, spill=spill, streams=dry.reads, group=tuple(group))
+            pieces.append(views.partial(view, Trace(piece), by, **options).collect())
+    return pl.concat(pieces, how="diagonal_relaxed")

@@ -41,6 +41,28 @@ class Nesting(str, Enum):
     all = "all"
 
 
+class View(str, Enum):
+    kernels = "kernels"
+    ranges = "ranges"
+    api = "api"
+    memops = "memops"
+    gaps = "gaps"
+
+
+COMMENT_CHARS = 60_000  # markdown is cut to fit an issue comment (GitHub allows 65,536)
+
+
+def _by(text: str | None) -> list[str]:
+    """``--by device,process,stream`` (any subset) as a list, checked."""
+    from .views import BY
+
+    keys = [k.strip() for k in (text or "").split(",") if k.strip()]
+    unknown = [k for k in keys if k not in BY]
+    if unknown:
+        raise typer.BadParameter(f"unknown key {unknown[0]!r}: choose from {', '.join(BY)}", param_hint="--by")
+    return keys
+
+
 def friendly(fn):
     """Turn the toolkit's errors into one ``Error:`` line and exit code 1."""
 
@@ -65,8 +87,21 @@ def emit(text: str) -> None:
     sys.stdout.flush()
 
 
+def _version(show: bool) -> None:
+    if show:
+        from . import __version__
+
+        emit(f"nsys-tools {__version__}\n")
+        raise typer.Exit()
+
+
 @app.callback()
-def main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False) -> None:
+def main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     _debug["on"] = debug
 
 
@@ -106,6 +141,19 @@ def report(
     per_file: Annotated[
         bool, typer.Option("--per-file", help="With several exports, one row per file instead of aggregating.")
     ] = False,
+    view: Annotated[
+        View, typer.Option(help="The table: kernels, ranges (GPU time projected), api, memops, gaps.")
+    ] = View.kernels,
+    by: Annotated[
+        Optional[str], typer.Option(help="Split rows by any of device,process,stream (comma-separated).", show_default=False)
+    ] = None,
+    top: Annotated[
+        Optional[int],
+        typer.Option(
+            min=0, help="Keep the N rows with the largest total time (gaps: the longest); 0 keeps all.", show_default=False
+        ),
+    ] = None,
+    min_gap: Annotated[float, typer.Option(min=0, help="--view gaps: the shortest idle interval reported, in µs.")] = 100.0,
     nsys: Annotated[
         Optional[Path], typer.Option(help="nsys executable, to export .nsys-rep files (default: $NSYS, then PATH).")
     ] = None,
@@ -122,11 +170,15 @@ def report(
     charts: Annotated[Optional[Path], typer.Option(help="Folder for the --issue charts (default: <sweep>/charts).")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
-    """Kernel time per NVTX range, or per implementation and shape for a sweep folder.
+    """Kernel time per NVTX range and the other standard views, or per implementation and shape for a sweep folder.
 
-    For exports: instances, total, mean, median, min, max, stddev, p10 and p90 of each kernel per
-    NVTX range. Each kernel belongs to the range enclosing the API call that launched it, on the
-    launching thread; kernels outside every range are reported with an empty range.
+    For exports (--view): kernels, the default: instances, total, time %, mean, median, min, max,
+    stddev, p10 and p90 of each kernel per NVTX range (the range enclosing the API call that
+    launched it, on the launching thread; kernels outside every range have an empty range).
+    ranges: the GPU time each NVTX range projects and its CPU time. api: CUDA API calls per
+    function. memops: copies and sets by kind, with bytes, time and bandwidth. gaps: GPU idle
+    intervals and what ran around them. --by device,process,stream splits any of them.
+    Markdown is cut to fit an issue comment, saying how many rows were left out.
 
     For a sweep folder: one row per (op, impl, shape, l2) with kernel time from the trace and the
     event span measured with tracing off. With --issue: the comment for an issue thread.
@@ -148,6 +200,13 @@ def report(
     sweeps = [p for p in inputs if is_sweep(p)]
     if sweeps and len(sweeps) != len(inputs):
         raise typer.BadParameter("give either sweep folders or exports, not both", param_hint="PATHS")
+    keys = _by(by)
+    if sweeps and (view is not View.kernels or keys):
+        raise typer.BadParameter("a sweep folder has one table: leave out --view and --by", param_hint="--view")
+    if not sweeps and view is not View.kernels:
+        for name, value, column in (("--range", range_glob, "range"), ("--kernel", kernel_glob, "kernel")):
+            if value and column not in _view_columns(view):
+                raise typer.BadParameter(f"--view {view.value} has no {column} column", param_hint=name)
     if issue:
         if len(sweeps) != 1:
             raise typer.BadParameter("--issue takes exactly one sweep folder", param_hint="PATHS")
@@ -173,26 +232,40 @@ def report(
         from rich.progress import Progress
 
         from .engine import connect
-        from .report import expand_inputs, kernel_summary
+        from .report import expand_inputs, view_table
 
         files = expand_inputs(inputs)
+        options = {
+            View.kernels: {"names": names.value, "include_memops": include_memops, "nesting": nesting.value},
+            View.gaps: {"min_gap_ns": round(min_gap * 1000)},
+        }.get(view, {})
         with connect(scheduler) as engine, Progress(console=stderr, transient=True, disable=len(files) < 2) as bar:
             task = bar.add_task("Reading exports" + (f" on {scheduler}" if scheduler else ""), total=len(files))
-            frame = kernel_summary(
+            frame = view_table(
                 files,
+                view.value,
+                by=keys,
+                per_file=per_file,
                 range_glob=range_glob,
                 kernel_glob=kernel_glob,
-                names=names.value,
-                include_memops=include_memops,
-                nesting=nesting.value,
-                per_file=per_file,
                 nsys=nsys,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
                 engine=engine,
+                **options,
             )
     if frame.is_empty():
-        stderr.print("No kernels matched: the table is empty.", markup=False)
-    _write(render(frame, fmt), output)
+        stderr.print("No rows: the table is empty.", markup=False)
+    rows = frame.height
+    frame = frame.head(top) if top else frame
+    cap = COMMENT_CHARS if fmt is Format.markdown and top is None else None
+    hint = "`--top 0` shows all of them; `--format csv` or `json` writes them whole."
+    _write(render(frame, fmt, of=rows, max_chars=cap, hint=hint) if fmt is Format.markdown else render(frame, fmt), output)
+
+
+def _view_columns(view: View) -> tuple[str, ...]:
+    from .views import get
+
+    return get(view.value).COLUMNS
 
 
 def _relative(target: Path, base: Path) -> str:

@@ -127,9 +127,9 @@ class Export:
 
     def fetch(self, sql: str | list[str], schema: dict[str, object]):
         """Run ``sql`` (or its partitions, in parallel) and return a DataFrame with ``schema``:
-        columns cast to their dtype, columns the query lacks added as nulls. Results of large
-        exports come from, and go to, the Parquet cache beside the export (not for a window:
-        windows are read once, by a pass that keeps only what it reduces them to)."""
+        columns cast to their dtype (None: as stored), columns the query lacks added as nulls.
+        Results of large exports come from, and go to, the Parquet cache beside the export (not
+        for a window: windows are read once, by a pass that keeps only what it reduces them to)."""
         import polars as pl
 
         from . import cache
@@ -139,9 +139,27 @@ class Export:
                 df = pl.read_database_uri(sql, self.uri, engine="connectorx")
             except RuntimeError as exc:
                 raise BadExport(self.source, f"cannot be read ({exc})", "the file may be truncated or corrupt") from exc
-            return df.select(pl.col(c).cast(t) if c in df.columns else pl.lit(None, t).alias(c) for c, t in schema.items())
+            return df.select(
+                (pl.col(c) if t is None else pl.col(c).cast(t)) if c in df.columns else pl.lit(None, t).alias(c)
+                for c, t in schema.items()
+            )
 
         return read() if self.window else cache.memo(self, sql, read)
+
+    def query(self, table: str, fields: Iterable[Field], where: str = "") -> tuple[str, dict[str, object]]:
+        """The SQL that reads ``fields`` of ``table`` (``where``: an optional filter) and the
+        schema of its result: each field's Polars dtype (None: as stored)."""
+        import polars as pl
+
+        dtypes = {"int": pl.Int64, "str": pl.String, "float": pl.Float64, "any": None}
+        present = self.tables.get(table, frozenset())
+        cols, schema = [], {}
+        for fld in fields:
+            src = next((s for s in fld.sources if s in present), None)
+            if src:
+                cols.append(f'"{src}" AS "{fld.name}"')
+            schema[fld.name] = dtypes[fld.dtype]
+        return f"SELECT {', '.join(cols) or 'rowid'} FROM {table}" + (f" WHERE ({where})" if where else ""), schema
 
     def select(self, table: str, fields: Iterable[Field], where: str = ""):
         """Read ``fields`` of ``table`` as a LazyFrame; ``where`` is an optional SQL filter.
@@ -150,15 +168,7 @@ class Export:
         them) are read in rowid partitions, one per thread of Polars' pool, eight at most."""
         import polars as pl
 
-        dtypes = {"int": pl.Int64, "str": pl.String, "float": pl.Float64}
-        present = self.tables.get(table, frozenset())
-        cols, schema = [], {}
-        for fld in fields:
-            src = next((s for s in fld.sources if s in present), None)
-            if src:
-                cols.append(f'"{src}" AS {fld.name}')
-            schema[fld.name] = dtypes[fld.dtype]
-        sql = f"SELECT {', '.join(cols) or 'rowid'} FROM {table}" + (f" WHERE ({where})" if where else "")
+        sql, schema = self.query(table, fields, where)
         lo, hi = 0, self.rows(table)
         if self.window:
             k, n = self.window

@@ -27,50 +27,91 @@ def distribution(col: str) -> dict[str, pl.Expr]:
     }
 
 
-def count_stats(value: str = "duration_ns", weight: str = "count") -> list[pl.Expr]:
-    """The statistics ``nsys stats`` reports, plus p10 and p90, of a group given as value counts
-    (``weight`` rows took ``value``), for rows sorted by ``value`` within the group. Exact: the
-    same numbers as from the values themselves, so value counts from many exports (or many
-    pieces of one) merge into the statistics of all of them. The median is interpolated (the
-    mean of the two middle values for an even count, as ``nsys stats`` computes it), p10 and p90
-    linearly between order statistics; the standard deviation is the sample one, 0 for a single
-    instance as nsys prints it."""
-    v, w = pl.col(value), pl.col(weight)
+# Per-export statistics that merge exactly across exports (local, or one task per export on a
+# cluster) and across pieces of one export (``chunked.py``): ``partial`` keeps per group the
+# count, totals, extremes and, where medians and percentiles are wanted, the values as value
+# counts (a kernel's durations repeat: millions of kernels give thousands of distinct values);
+# ``merge`` combines partials of the same groups; ``finalize`` turns merged partials into the
+# statistics ``nsys stats`` reports.
+
+
+def partial(rows: pl.LazyFrame, by: Sequence[str], measured: Sequence[str], summed: Sequence[str] = ()) -> pl.LazyFrame:
+    """One row per group of ``by``: ``instances``; for each ``measured`` column its total, min,
+    max and value counts (a list of ``{len, value}``, by value); for each ``summed`` column its
+    total."""
+    aggs = [pl.len().cast(pl.Int64).alias("instances")]
+    for c in measured:
+        aggs += [pl.col(c).sum().alias(f"{c}:total"), pl.col(c).min().alias(f"{c}:min"), pl.col(c).max().alias(f"{c}:max")]
+        aggs.append(pl.col(c).drop_nulls().sort().rle().alias(f"{c}:values"))
+    aggs += [pl.col(c).sum().alias(f"{c}:total") for c in summed]
+    return rows.group_by(list(by)).agg(aggs)
+
+
+def merge(partials: pl.LazyFrame, by: Sequence[str], measured: Sequence[str], summed: Sequence[str] = ()) -> pl.LazyFrame:
+    """Partials (concatenated) of the same groups combined into one row per group, exactly."""
+    aggs = [pl.col("instances").sum()]
+    for c in measured:
+        aggs += [pl.col(f"{c}:total").sum(), pl.col(f"{c}:min").min(), pl.col(f"{c}:max").max(), pl.col(f"{c}:values").explode()]
+    aggs += [pl.col(f"{c}:total").sum() for c in summed]
+    return partials.group_by(list(by)).agg(aggs)
+
+
+def finalize(
+    merged: pl.LazyFrame, by: Sequence[str], measured: dict[str, str], summed: dict[str, str] | None = None
+) -> pl.LazyFrame:
+    """The statistics of merged partials, one row per group: ``instances``, then for each
+    ``measured`` column (named by its template: ``{"duration_ns": "{}_ns"}`` gives ``total_ns,
+    mean_ns, median_ns, min_ns, max_ns, stddev_ns, p10_ns, p90_ns``) its total, mean, median
+    (interpolated, as nsys computes it), extremes, sample standard deviation (0 for one
+    instance, as nsys prints it) and 10th and 90th percentiles (linear); each ``summed``
+    column's total under its given name."""
+    stats = [pl.col("instances")]
+    for c, name in measured.items():
+        counts = pl.col(f"{c}:values").list.eval(pl.element().sort_by(pl.element().struct.field("value")))
+        of_counts = {k: counts.list.eval(e).list.first() for k, e in value_count_stats().items()}
+        stats += [
+            pl.col(f"{c}:total").alias(name.format("total")),
+            (pl.col(f"{c}:total") / pl.col("instances")).alias(name.format("mean")),
+            of_counts["median"].alias(name.format("median")),
+            pl.col(f"{c}:min").alias(name.format("min")),
+            pl.col(f"{c}:max").alias(name.format("max")),
+            of_counts["stddev"].fill_null(0.0).alias(name.format("stddev")),
+            of_counts["p10"].alias(name.format("p10")),
+            of_counts["p90"].alias(name.format("p90")),
+        ]
+    stats += [pl.col(f"{c}:total").alias(name) for c, name in (summed or {}).items()]
+    return merged.select(*by, *stats)
+
+
+def value_count_stats() -> dict[str, pl.Expr]:
+    """Inside ``list.eval`` over value counts sorted by value (``{len, value}`` elements): the
+    interpolated median (the mean of the two middle values for an even count, as ``nsys stats``
+    computes it), p10 and p90 (linear between order statistics) and the sample standard
+    deviation (null for one value). Exact: the numbers the values themselves give."""
+    v, w = pl.element().struct.field("value"), pl.element().struct.field("len").cast(pl.Int64)
     n = w.sum()
-    total = (v * w).sum()
-    mean = total / n
 
     def nth(k: pl.Expr) -> pl.Expr:  # the k-th smallest value, from 0
         return v.filter(w.cum_sum() > k).first()
 
     def quantile(q: float) -> pl.Expr:
         h = (n - 1) * q
-        lo, frac = h.floor(), h - h.floor()
-        return nth(lo) + (nth(h.ceil()) - nth(lo)) * frac
+        lo = h.floor()
+        return nth(lo) + (nth(h.ceil()) - nth(lo)) * (h - lo)
 
+    mean = (v * w).sum() / n
     variance = (w * (v - mean) ** 2).sum() / (n - 1)
-    return [
-        n.alias("instances"),
-        total.alias("total_ns"),
-        mean.alias("mean_ns"),
-        quantile(0.5).alias("median_ns"),
-        v.min().alias("min_ns"),
-        v.max().alias("max_ns"),
-        pl.when(n > 1).then(variance.sqrt()).otherwise(0.0).alias("stddev_ns"),
-        quantile(0.1).alias("p10_ns"),
-        quantile(0.9).alias("p90_ns"),
-    ]
+    return {
+        "median": quantile(0.5),
+        "p10": quantile(0.1),
+        "p90": quantile(0.9),
+        "stddev": pl.when(n > 1).then(variance.sqrt()),
+    }
 
 
-def summarize_counts(counts: pl.LazyFrame, by: Sequence[str], value: str = "duration_ns", weight: str = "count") -> pl.LazyFrame:
-    """One row per group of ``by`` with ``count_stats``, largest total first. ``counts`` may
-    repeat a (group, value) pair, as value counts concatenated from several sources do."""
-    return (
-        counts.sort([*by, value], nulls_last=True)
-        .group_by(list(by), maintain_order=True)
-        .agg(count_stats(value, weight))
-        .sort(["total_ns", *by], descending=[True] + [False] * len(by), nulls_last=True)
-    )
+def share(total: str) -> pl.Expr:
+    """Each row's share of the column's sum, in percent (nsys's "Time (%)")."""
+    return pl.col(total) * 100.0 / pl.col(total).sum()
 
 
 def ratio_ci(

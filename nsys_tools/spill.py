@@ -43,9 +43,13 @@ class Spill:
             self._folder.cleanup()
 
     def add(self, stream: str, df: pl.DataFrame) -> None:
-        """Split ``df`` into buckets (rows with a null key go to bucket 0) and keep the pieces."""
+        """Split ``df`` into buckets (rows with a null key go to bucket 0; a frame without the
+        key column is spread evenly: its rows need not meet any other's) and keep the pieces."""
         self.schemas.setdefault(stream, df.schema)
-        bucket = (pl.col(self.key) % self.buckets).fill_null(0).alias("_bucket")
+        if self.key in df.columns:
+            bucket = (pl.col(self.key) % self.buckets).fill_null(0).alias("_bucket")
+        else:
+            bucket = (pl.int_range(pl.len(), dtype=pl.Int64) % self.buckets).alias("_bucket")
         for (b,), piece in df.with_columns(bucket).partition_by("_bucket", as_dict=True, include_key=False).items():
             self.held[stream, b].append(piece)
             size = piece.estimated_size()

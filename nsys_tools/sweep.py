@@ -17,8 +17,7 @@ import polars as pl
 
 from . import metrics
 from .errors import BadExport
-from .export import open_export
-from .report import attributed
+from .trace import open as open_trace
 
 MANIFEST = "manifest.json"
 RANGE = re.compile(r"^(?P<op>[^/]+)/(?P<impl>[^/]+)/(?P<shape>\d+x\d+)/(?P<l2>cold|warm)/r(?P<round>\d+)$")
@@ -76,10 +75,10 @@ class Sweep:
         """One row per GPU operation in a timed range: op, impl, shape, l2, round, kernel, duration_ns."""
         frames = []
         for shape in self.shapes:
-            ex = open_export(self.export(shape))
-            ops = attributed(ex, names="short", include_memops=True, keep=("name_id", "label", "start_ns", "duration_ns"))
-            ops = ops.filter(pl.col("range").str.contains(RANGE_REGEX))
-            frames.append(ops.select("range", "name_id", "label", "start_ns", "duration_ns").collect().pipe(_named, ex))
+            with open_trace(self.export(shape)) as trace:
+                ops = trace.gpu_ops(attributed=True, columns=["name", "short_name", "start_ns", "duration_ns"])
+                ops = ops.filter(pl.col("range").str.contains(RANGE_REGEX))
+                frames.append(ops.select("range", "start_ns", "duration_ns", kernel=pl.coalesce("short_name", "name")).collect())
         if not frames:
             return pl.DataFrame(
                 schema={
@@ -103,12 +102,6 @@ class Sweep:
         ]
         schema = {"impl": pl.String, "round": pl.Int64, "span_ns": pl.Int64, "op": pl.String, "shape": pl.String, "l2": pl.String}
         return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
-
-
-def _named(df: pl.DataFrame, ex) -> pl.DataFrame:
-    from .report import _name
-
-    return _name(df, ex).select("range", "start_ns", "duration_ns", "kernel")
 
 
 def parse_ranges(df: pl.DataFrame) -> pl.DataFrame:

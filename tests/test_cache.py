@@ -41,7 +41,8 @@ def test_cache_is_used_and_invalidated(tmp_path, cached, monkeypatch):
     shutil.copyfile(SRC, path)
     first = kernel_summary([path])
     folder = tmp_path / ".run.sqlite.nsys-tools"
-    assert (folder / "meta.json").exists() and len(list(folder.glob("*.parquet"))) >= 4
+    # The report keeps its partial table; the pieces it was read in are not kept (bounded memory).
+    assert (folder / "meta.json").exists() and len(list(folder.glob("*.parquet"))) == 1
 
     def no_sqlite(*a, **k):
         raise AssertionError("the export was read again")

@@ -1,4 +1,4 @@
-"""Attribution in bounded memory: cut into windows and buckets, spilled to disk, the same result."""
+"""Views read a piece at a time (windows, buckets, spilled to disk): the same tables as read whole."""
 
 from __future__ import annotations
 
@@ -9,69 +9,104 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from nsys_tools import chunked, events
+from nsys_tools import chunked, events, views
 from nsys_tools import schema as S
 from nsys_tools.export import open_export
-from nsys_tools.report import attributed, gpu_ops
 from nsys_tools.spill import Spill
+from nsys_tools.trace import Trace
 
 from .conftest import FIXTURES
 
 DEMO = Path(__file__).resolve().parents[1] / "reports" / "sweeps" / "20261129-183449-quiet"
 SRC = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
-BY = ["range", "name_id", "label", "duration_ns"]
+EXPORTS = {
+    "fixture-2025.3": SRC,
+    "fixture-2024.2": FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2024.2.sqlite",
+    "sweep-4096x768": DEMO / "4096x768.sqlite",
+    "multi-gpu": FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite",
+    "doubled-launch": FIXTURES / "doubled-launch" / "doubled-launch.sqlite",
+}
+# Every bundled kind of export with the default kernels view; every splittable view and --by
+# on the two that differ most (one process and GPU; two of each, launches recorded twice).
+CASES = [(name, "kernels", (), {}) for name in EXPORTS] + [
+    (name, view, by, options)
+    for name in ("fixture-2025.3", "doubled-launch")
+    for view, by, options in [
+        ("kernels", ("device", "stream"), {"include_memops": True, "names": "short"}),
+        ("kernels", ("process",), {"nesting": "all"}),
+        ("api", ("device",), {}),
+        ("memops", ("process",), {}),
+    ]
+]
 
 
 @pytest.fixture
 def tiny(monkeypatch):
-    """Windows of 100 rows, buckets of 4 kB, everything past 1 kB on disk: a fixture
-    export then crosses every boundary the bounded path has, many times over."""
+    """Windows of 100 rows, groups of 4 kB of rows, everything past 1 kB on disk: a bundled
+    export then crosses every boundary of the bounded path many times over."""
     monkeypatch.setattr(chunked, "WINDOW_ROWS", 100)
     monkeypatch.setattr(chunked, "BUCKET_BYTES", 4096)
     monkeypatch.setattr(chunked, "SPILL_BYTES", 1024)
 
 
-def counts(ops: pl.LazyFrame) -> pl.LazyFrame:
-    return ops.group_by(BY).agg(count=pl.len())
+def in_pieces(ex, view, by, options):
+    keys = views.by_columns(by)
+    return views.finalize(view, chunked.view_partial(ex, view, keys, options).lazy(), keys).collect()
 
 
-def bounded(ex, nesting):
-    keys = events.launch_keys(ex)
-
-    def ops_of(window):
-        return gpu_ops(window, include_memops=True).select(*keys, "name_id", "label", "duration_ns")
-
-    pieces = chunked.attributed_reduce(ex, ops_of, [S.KERNEL, S.MEMCPY, S.MEMSET], counts, nesting)
-    return pieces.group_by(BY).agg(pl.col("count").sum()).sort(BY, nulls_last=True)
+def whole(ex, view, by, options):
+    return views.table(Trace(ex), view, by, **options)
 
 
-@pytest.mark.parametrize("nesting", ["innermost", "all"])
-@pytest.mark.parametrize("path", [SRC, DEMO / "4096x768.sqlite"], ids=["fixture-2025.3", "sweep-4096x768"])
-def test_windows_and_buckets_change_nothing(tiny, path, nesting):
-    ex = open_export(path)
-    assert len(ex.windows([S.KERNEL], chunked.WINDOW_ROWS)) > 3 and chunked.bucket_count(ex, [S.KERNEL]) > 10
-    whole = counts(attributed(ex, include_memops=True, nesting=nesting)).collect().sort(BY, nulls_last=True)
-    assert_frame_equal(bounded(ex, nesting), whole)
-    assert whole.filter(pl.col("range") != "")["count"].sum() >= 300
+@pytest.mark.parametrize(
+    "name, view, by, options", CASES, ids=[f"{n}-{v}-{'-'.join(b) or 'all'}-{len(o)}" for n, v, b, o in CASES]
+)
+def test_pieces_give_the_table_of_the_whole(tiny, name, view, by, options):
+    ex = open_export(EXPORTS[name])
+    assert len(ex.windows([S.RUNTIME], chunked.WINDOW_ROWS)) > 3
+    expected = whole(ex, view, by, options)
+    assert expected.height >= 2
+    assert_frame_equal(in_pieces(ex, view, by, options), expected)
 
 
-def test_launches_outside_the_name_filter_are_found_at_the_end(tiny, fixture_copy):
+def test_pieces_and_spill_files_are_used(tiny, monkeypatch):
+    """The fixture really is cut: many groups of buckets, and buckets written to disk."""
+    seen = {"groups": 0, "flushes": 0}
+    exit_spill = Spill.__exit__
+
+    def count(self, *exc):
+        seen["groups"] = len(self.groups(chunked.BUCKET_BYTES))
+        seen["flushes"] = self.flushes
+        return exit_spill(self, *exc)
+
+    monkeypatch.setattr(Spill, "__exit__", count)
+    in_pieces(open_export(SRC), "kernels", (), {})
+    assert seen["groups"] > 5 and seen["flushes"] > 5
+
+
+def test_views_that_need_every_operation_read_whole(tiny):
+    ex = open_export(SRC)
+    assert "ranges" not in views.SPLITTABLE and "gaps" not in views.SPLITTABLE
+    assert_frame_equal(in_pieces(ex, "ranges", (), {}), whole(ex, "ranges", (), {}))
+
+
+def test_launches_outside_the_name_filter_are_found(tiny, fixture_copy):
     path = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2025.3.sqlite")
-    before = bounded(open_export(path), "innermost")
+    before = in_pieces(open_export(path), "kernels", (), {})
     with sqlite3.connect(path) as con:
         con.execute("UPDATE StringIds SET value = 'cuEnqueueWork' WHERE value = 'cuLaunchKernel'")
     con.close()
-    assert_frame_equal(bounded(open_export(path), "innermost"), before)
+    assert before.filter(pl.col("range") != "")["instances"].sum() == 300
+    assert_frame_equal(in_pieces(open_export(path), "kernels", (), {}), before)
 
 
 def test_windows_read_each_row_once():
     ex = open_export(SRC)
-    whole = events.kernels(ex, ["correlation_id"]).collect()
+    whole_table = events.kernels(ex, ["correlation_id"]).collect()
     windows = ex.windows([S.KERNEL, S.RUNTIME], 100)
     assert len(windows) == -(-ex.rows(S.RUNTIME) // 100)
     parts = pl.concat([events.kernels(w, ["correlation_id"]).collect() for w in windows])
-    assert parts.height == whole.height
-    assert_frame_equal(parts.sort("correlation_id"), whole.sort("correlation_id"))
+    assert_frame_equal(parts.sort("correlation_id"), whole_table.sort("correlation_id"))
 
 
 def test_spill_keeps_every_row_in_its_bucket():
@@ -79,13 +114,16 @@ def test_spill_keeps_every_row_in_its_bucket():
     with Spill(buckets=10, key="correlation_id", budget=2000) as spill:
         for f in frames:
             spill.add("s", f)
+        spill.add("keyless", pl.DataFrame({"v": list(range(95))}))
         assert spill.flushes > 0  # past the budget, pieces went to disk
         folder = Path(spill._folder.name)
         assert any(folder.iterdir())
         groups = spill.groups(3000)
         assert sorted(b for g in groups for b in g) == list(range(10)) and len(groups) > 1
         back = [spill.take("s", g) for g in groups]
+        spread = [spill.take("keyless", [b]).height for b in range(10)]
     assert not folder.exists()  # the temporary folder goes with the store
     for g, part in zip(groups, back, strict=True):
         assert set((part["correlation_id"] % 10).unique()) <= set(g)
     assert_frame_equal(pl.concat(back).sort("correlation_id", "v"), pl.concat(frames).sort("correlation_id", "v"))
+    assert spread == [10] * 5 + [9] * 5  # rows without a key are spread evenly

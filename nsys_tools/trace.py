@@ -1,0 +1,250 @@
+"""The frame layer: one opened export, its tables as Polars frames with names resolved.
+
+``nsys_tools.open(path)`` returns a ``Trace``. Its methods give LazyFrames with every column of
+the export under snake_case names, string ids resolved to text, times in integer nanoseconds,
+and the columns every view groups by: ``pid`` and ``process_name`` (the OS process), ``gpu_id``
+and ``gpu_name`` (the GPU a CUDA device is, across processes that renumber devices), ``tid``.
+
+* ``kernels()``, ``memops()``, ``api()``, ``ranges()``: one row per kernel, memory operation,
+  CUDA API call, NVTX range;
+* ``gpu_ops(attributed=True)``: kernels and memory operations together, each with the API call
+  that launched it and the NVTX range it belongs to (``nesting="all"``: one row per enclosing
+  range);
+* ``gpus()``, ``devices()``, ``processes()``, ``session()``: the small tables;
+* ``view(name, by=...)``: one of the standard tables (``nsys_tools.views``).
+
+``columns=[...]`` reads only those columns (and what they derive from): exports hold millions of
+kernels. Reads are kept for the life of the object; ``close()`` (or leaving a ``with`` block)
+drops them. Everything else in nsys-tools reads exports through this layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import polars as pl
+
+from . import attribute, events
+from .export import Export, open_export
+
+# Text columns resolved from string-id columns, per table.
+KERNEL_NAMES = {"demangled_name_id": "name", "short_name_id": "short_name", "mangled_name_id": "mangled_name"}
+API_NAMES = {"api_name_id": "name"}
+# Derived columns and what they are computed from: the process and GPU ones, and per table.
+PLACED = {
+    "pid": ("global_pid",),
+    "tid": ("global_tid",),
+    "process_name": ("global_pid",),
+    "gpu_id": ("device_id", "global_pid"),
+    "gpu_name": ("device_id", "global_pid"),
+    "duration_ns": ("start_ns", "end_ns"),
+}
+DERIVED_KERNEL = {**PLACED, **{name: (id_col,) for id_col, name in KERNEL_NAMES.items()}}
+DERIVED_API = {**PLACED, "name": ("api_name_id",), "pid": ("global_tid",), "duration_ns": ("api_start_ns", "api_end_ns")}
+DERIVED_RANGES = {**PLACED, "pid": ("global_tid",), "process_name": ("global_tid",)}
+# What attribution needs of every operation, and what it adds.
+LAUNCH_KEYS = ("global_pid", "correlation_id", "start_ns")
+ATTRIBUTION = (
+    "global_tid",
+    "tid",
+    "api_start_ns",
+    "api_end_ns",
+    "api_name",
+    *attribute.RANGE_COLUMNS,
+    *attribute.INSTANCE_COLUMNS,
+)
+
+
+def _reads(columns: Iterable[str] | None, derived: dict[str, tuple[str, ...]] = DERIVED_KERNEL) -> set[str] | None:
+    """The export columns to read for ``columns``: themselves and what derived ones need."""
+    if columns is None:
+        return None
+    wanted = set(columns)
+    return wanted | {src for c in wanted for src in derived.get(c, ())}
+
+
+def _only(frame: pl.LazyFrame, columns: Sequence[str] | None) -> pl.LazyFrame:
+    """``frame`` narrowed to ``columns``, in that order, leaving out those it does not have."""
+    if columns is None:
+        return frame
+    have = set(frame.collect_schema().names())
+    return frame.select([c for c in dict.fromkeys(columns) if c in have])
+
+
+class Trace:
+    """An opened Nsight Systems export, read as frames. Use ``nsys_tools.open(path)``."""
+
+    def __init__(self, export: Export):
+        self.export = export
+        self._read: dict[tuple, object] = {}
+
+    @property
+    def path(self) -> Path:
+        """The export as it was given (a ``.nsys-rep`` or a ``.sqlite``)."""
+        return self.export.source
+
+    def __repr__(self) -> str:
+        return f"<Trace {self.path}>"
+
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop the frames read so far."""
+        self._read.clear()
+
+    def _once(self, key: tuple, read: Callable[[], object]):
+        if key not in self._read:
+            self._read[key] = read()
+        return self._read[key]
+
+    # The small tables.
+
+    def gpus(self) -> pl.DataFrame:
+        """One row per GPU: ``gpu_id, gpu_name``, SMs, memory bandwidth, L2 size."""
+        return self._once(("gpus",), lambda: events.gpus(self.export))
+
+    def devices(self) -> pl.DataFrame:
+        """Which GPU (``gpu_id, gpu_name``) each process's (``pid``) CUDA ``device_id`` is."""
+        return self._once(("devices",), lambda: events.devices(self.export))
+
+    def processes(self) -> pl.DataFrame:
+        """``global_pid, pid, process_name`` of the processes the export names."""
+        return self._once(("processes",), lambda: events.processes(self.export))
+
+    def session(self) -> dict[str, object]:
+        """nsys version, schema version, capture start, driver."""
+        return self._once(("session",), lambda: events.session(self.export))
+
+    # The event tables.
+
+    def kernels(self, columns: Sequence[str] | None = None) -> pl.LazyFrame:
+        """One row per kernel execution: every column of the kernel table, ``name`` (demangled),
+        ``short_name``, ``mangled_name`` (where recorded), ``duration_ns``, and the process and
+        GPU columns."""
+        key = ("kernels", None if columns is None else tuple(columns))
+        return self._once(
+            key, lambda: _only(self._placed(self._named(events.kernels(self.export, _reads(columns)), KERNEL_NAMES)), columns)
+        )
+
+    def memops(self, columns: Sequence[str] | None = None) -> pl.LazyFrame:
+        """One row per memcpy or memset: every column of both tables, ``kind`` ("memcpy" |
+        "memset"), ``copy_kind`` ("Host-to-Device", ...), ``name`` as nsys labels it
+        (``[CUDA memcpy Host-to-Device]``, ``[CUDA memset]``), ``bytes``, ``duration_ns``, and the
+        process and GPU columns."""
+        key = ("memops", None if columns is None else tuple(columns))
+        return self._once(key, lambda: _only(self._placed(events.memops(self.export, _reads(columns))), columns))
+
+    def api(self, columns: Sequence[str] | None = None) -> pl.LazyFrame:
+        """One row per CUDA runtime or driver API call: every column, ``name`` as recorded
+        (``cudaLaunchKernel_v7000``), ``duration_ns``, ``pid``, ``tid`` and ``process_name``."""
+        key = ("api", None if columns is None else tuple(columns))
+
+        def read() -> pl.LazyFrame:
+            calls = events.api_calls(self.export, columns=_reads(columns, DERIVED_API)).with_columns(
+                duration_ns=pl.col("api_end_ns") - pl.col("api_start_ns")
+            )
+            return _only(self._placed(self._named(calls, API_NAMES)), columns)
+
+        return self._once(key, read)
+
+    def ranges(self, columns: Sequence[str] | None = None) -> pl.LazyFrame:
+        """One row per NVTX push/pop or start/end range that starts and ends on one thread:
+        ``range_instance, start_ns, end_ns, global_tid, style, range`` (its text), ``domain``,
+        ``duration_ns`` (null for a range still open at the end), every other column of the
+        NVTX table, ``pid``, ``tid`` and ``process_name``."""
+        key = ("ranges", None if columns is None else tuple(columns))
+
+        def read() -> pl.LazyFrame:
+            ranges = events.nvtx_ranges(self.export, _reads(columns, DERIVED_RANGES)).with_columns(
+                global_pid=events.global_pid(pl.col("global_tid")),
+                duration_ns=pl.when(pl.col("end_ns") < events.NO_END).then(pl.col("end_ns") - pl.col("start_ns")),
+            )
+            return _only(self._placed(ranges), columns)
+
+        return self._once(key, read)
+
+    def gpu_ops(
+        self,
+        attributed: bool = True,
+        *,
+        columns: Sequence[str] | None = None,
+        nesting: attribute.Nesting = "innermost",
+    ) -> pl.LazyFrame:
+        """Kernels and memory operations in one frame (``kind``: "kernel", "memcpy", "memset";
+        kernel-only columns are null for memory operations and the other way round).
+
+        ``attributed`` adds the launching API call (``global_tid, tid, api_start_ns,
+        api_end_ns, api_name``; where several calls share a launch's correlation id, the
+        outermost) and the NVTX ``range`` and ``domain`` the call was made in: the innermost,
+        or with ``nesting="all"`` one row per enclosing range and its instance (``range_instance,
+        style, range_start_ns, range_end_ns``). Operations outside every range have
+        ``range = ""``."""
+        key = ("gpu_ops", attributed, nesting, None if columns is None else tuple(columns))
+
+        def read() -> pl.LazyFrame:
+            wanted = _reads(None if columns is None else [*columns, *LAUNCH_KEYS, "kind", "device_id"])
+            kernels = self._named(events.kernels(self.export, wanted), KERNEL_NAMES).with_columns(kind=pl.lit("kernel"))
+            ops = pl.concat([kernels, events.memops(self.export, wanted)], how="diagonal_relaxed")
+            if attributed:
+                ops = ops.collect().lazy()  # read once: attribution reads the operations twice
+                calls = events.launch_calls(self.export, ops)
+                ranges = self.ranges(attribute.RANGE_INPUT)
+                ops = self._named(attribute.project(ops, calls, ranges, nesting), {"api_name_id": "api_name"})
+            placed = self._placed(ops)  # after attribution: old exports learn the process from the call
+            return placed if columns is None else _only(placed, [*columns, *(ATTRIBUTION if attributed else ())])
+
+        return self._once(key, read)
+
+    def view(self, name: str, by: Iterable[str] = (), **options) -> pl.DataFrame:
+        """A standard table of this export (``nsys_tools.views``): "kernels", "ranges", "api",
+        "memops" or "gaps", split by any of ``by=["device", "process", "stream"]``; ``options``
+        as ``nsys-tools report`` takes them (``names``, ``include_memops``, ``nesting``,
+        ``min_gap_ns``)."""
+        from . import views
+
+        return views.table(self, name, by, **options)
+
+    # Names, processes and GPUs, attached in one place.
+
+    def _named(self, frame: pl.LazyFrame, names: dict[str, str]) -> pl.LazyFrame:
+        """``frame`` with a text column for each string-id column it has."""
+        df = frame.collect()
+        return events.attach_names(self.export, df, names).lazy()
+
+    def _placed(self, frame: pl.LazyFrame) -> pl.LazyFrame:
+        """Add ``pid``, ``tid``, ``process_name``, ``gpu_id`` and ``gpu_name`` where ``frame`` has
+        what they derive from."""
+        have = set(frame.collect_schema().names())
+        if "global_tid" in have:
+            frame = frame.with_columns(tid=events.os_id(pl.col("global_tid"), thread=True))
+            if "global_pid" not in have:
+                frame = frame.with_columns(global_pid=events.global_pid(pl.col("global_tid")))
+                have.add("global_pid")
+        if "global_pid" not in have:
+            return frame
+        frame = frame.with_columns(pid=events.os_id(pl.col("global_pid"))).join(
+            self.processes().lazy().select("global_pid", "process_name"), on="global_pid", how="left"
+        )
+        if "device_id" not in have:
+            return frame
+        mapped = self.devices()
+        per_process = mapped.filter(pl.col("pid").is_not_null()).lazy()
+        by_ordinal = mapped.filter(pl.col("pid").is_null()).drop("pid").unique("device_id", keep="first").lazy()
+        return (
+            frame.join(per_process, on=["pid", "device_id"], how="left")
+            .join(by_ordinal, on="device_id", how="left", suffix="_any")
+            .with_columns(
+                gpu_id=pl.coalesce("gpu_id", "gpu_id_any", "device_id"), gpu_name=pl.coalesce("gpu_name", "gpu_name_any")
+            )
+            .drop("gpu_id_any", "gpu_name_any")
+        )
+
+
+def open(path: str | Path, nsys: str | Path | None = None) -> Trace:  # noqa: A001 - the facade's name
+    """Open an export (``.sqlite``, or ``.nsys-rep`` exported through nsys) for reading as frames."""
+    return Trace(open_export(path, nsys))
