@@ -143,25 +143,33 @@ def api_calls(
     return pl.concat(frames, how="diagonal_relaxed").with_columns(global_pid=global_pid(pl.col("global_tid")))
 
 
-def launch_calls(ex: Export, ops: pl.LazyFrame) -> pl.LazyFrame:
+def launch_calls(ex: Export, ops: pl.LazyFrame, *, names: bool = True) -> pl.LazyFrame:
     """The API calls that launched ``ops``: the launch-named calls, plus an exact lookup of the
-    correlation ids still missing (none, in every export seen so far).
+    correlation ids still missing (none, in every export seen so far); ``names``: with their
+    ``api_name_id``.
 
     A correlation id names one launch in a process, but a runtime may record several calls
     for it: older CUDA runtimes write ``cudaLaunchKernel`` and the ``cudaLaunchKernel_v7000`` it
     wraps. Only the outermost call (earliest start, then latest end) is kept, so each operation
     matches one call and is counted once.
     """
-    cols = ("api_start_ns", "api_end_ns", "global_tid", "correlation_id", "api_name_id")
+    cols = ("api_start_ns", "api_end_ns", "global_tid", "correlation_id", *(("api_name_id",) if names else ()))
     calls = api_calls(ex, launches_only=True, columns=cols)
     missing = ops.join(calls, on="correlation_id", how="anti").select(pl.col("correlation_id").drop_nulls().unique()).collect()
     if missing.height:
         calls = pl.concat([calls, api_calls(ex, correlation_ids=missing["correlation_id"], columns=cols)])
-    return (
-        calls.sort(["api_start_ns", "api_end_ns"], descending=[False, True])
-        .unique(["global_pid", "correlation_id"], keep="first", maintain_order=True)
-        .select(*cols, "global_pid")
+    calls = calls.select(*cols, "global_pid").collect()
+    ids = calls.get_column("correlation_id")
+    if ids.n_unique() == len(ids):  # the common case, decided without hashing pairs
+        return calls.lazy()
+    per_process = calls.group_by("global_pid").agg(pl.col("correlation_id").n_unique(), n=pl.len())
+    if (per_process["correlation_id"] == per_process["n"]).all():  # processes reuse ids, none twice
+        return calls.lazy()
+    first = (pl.col("global_pid") != pl.col("global_pid").shift(1)) | (
+        pl.col("correlation_id") != pl.col("correlation_id").shift(1)
     )
+    ordered = calls.sort(["global_pid", "correlation_id", "api_start_ns", "api_end_ns"], descending=[False, False, False, True])
+    return ordered.filter(first.fill_null(True)).lazy()
 
 
 def global_pid(global_tid: pl.Expr) -> pl.Expr:
