@@ -1,7 +1,9 @@
 """The frame layer: one opened export, its tables as Polars frames with names resolved.
 
 ``nsys_tools.open(path)`` returns a ``Trace``. Its methods give LazyFrames with every column of
-the export under snake_case names, string ids resolved to text, times in integer nanoseconds,
+the export under snake_case names, string ids resolved to text (Categorical: a kernel or API
+name repeats over millions of rows; ``.cast(pl.String)`` before ``.str`` functions), times in
+integer nanoseconds,
 and the columns every view groups by: ``pid`` and ``process_name`` (the OS process), ``gpu_id``
 and ``gpu_name`` (the GPU a CUDA device is, across processes that renumber devices), ``tid``.
 
@@ -38,11 +40,16 @@ PLACED = {
     "process_name": ("global_pid",),
     "gpu_id": ("device_id", "global_pid"),
     "gpu_name": ("device_id", "global_pid"),
-    "duration_ns": ("start_ns", "end_ns"),
 }
 DERIVED_KERNEL = {**PLACED, **{name: (id_col,) for id_col, name in KERNEL_NAMES.items()}}
-DERIVED_API = {**PLACED, "name": ("api_name_id",), "pid": ("global_tid",), "duration_ns": ("api_start_ns", "api_end_ns")}
-DERIVED_RANGES = {**PLACED, "pid": ("global_tid",), "process_name": ("global_tid",)}
+DERIVED_API = {
+    **PLACED,
+    "name": ("api_name_id",),
+    "pid": ("global_tid",),
+    "process_name": ("global_tid",),
+    "global_pid": ("global_tid",),
+}
+DERIVED_RANGES = {**PLACED, "pid": ("global_tid",), "process_name": ("global_tid",), "duration_ns": ("start_ns", "end_ns")}
 # The kinds of GPU operation, as an enum (cheap to carry through joins of millions of rows).
 KINDS = ("kernel", "memcpy", "memset")
 KIND = pl.Enum(KINDS)
@@ -152,9 +159,7 @@ class Trace:
         key = ("api", None if columns is None else tuple(columns))
 
         def read() -> pl.LazyFrame:
-            calls = events.api_calls(self.export, columns=_reads(columns, DERIVED_API)).with_columns(
-                duration_ns=pl.col("api_end_ns") - pl.col("api_start_ns")
-            )
+            calls = events.api_calls(self.export, columns=_reads(columns, DERIVED_API))
             return _only(self._placed(self._named(calls, API_NAMES, columns), columns), columns)
 
         return self._once(key, read)
@@ -197,7 +202,7 @@ class Trace:
         key = ("gpu_ops", attributed, nesting, kinds, None if columns is None else tuple(columns))
 
         def read() -> pl.LazyFrame:
-            wanted = _reads(None if columns is None else [*columns, *LAUNCH_KEYS])
+            wanted = _reads(None if columns is None else [*columns, *LAUNCH_KEYS, "start_ns"])
             frames = []
             if "kernel" in kinds:
                 frames.append(events.kernels(self.export, wanted).with_columns(kind=pl.lit("kernel", KIND)))
@@ -206,8 +211,8 @@ class Trace:
                 frames.append(memops.with_columns(pl.col("kind").cast(KIND)).rename({"name": "label"}))
             ops = pl.concat(frames, how="diagonal_relaxed").collect()  # read once: attribution reads it twice
             if columns is not None:  # only what was asked for travels through the joins
-                keep = {*_reads([*(c for c in columns if c != "duration_ns"), *LAUNCH_KEYS]), *columns, "kind", "label"}
-                if ops["global_pid"].has_nulls():  # these are matched to their launch by time
+                keep = {*_reads([*columns, *LAUNCH_KEYS]), "kind", "label"}
+                if ops["global_pid"].has_nulls():  # or matched to their launch by time
                     keep.add("start_ns")
                 ops = ops.select([c for c in ops.columns if c in keep])
             ops = ops.lazy()
@@ -224,7 +229,8 @@ class Trace:
             schema = named.collect_schema().names()
             if "label" in schema:
                 present = [n for n in KERNEL_NAMES.values() if n in schema]
-                named = named.with_columns(pl.coalesce(n, "label").alias(n) for n in present).drop("label")
+                label = pl.col("label").cast(pl.Categorical)
+                named = named.with_columns(pl.coalesce(n, label).alias(n) for n in present).drop("label")
             placed = self._placed(named, columns)  # after attribution: old exports learn the process from the call
             return placed if columns is None else _only(placed, [*columns, *(ATTRIBUTION if attributed else ())])
 
@@ -246,7 +252,7 @@ class Trace:
         names = {i: n for i, n in names.items() if columns is None or n in columns}
         if not names:
             return frame
-        return events.attach_names(self.export, frame.collect(), names).lazy()
+        return events.attach_names(self.export, frame.collect(), names, pl.Categorical).lazy()
 
     def _placed(self, frame: pl.LazyFrame, columns: Sequence[str] | None) -> pl.LazyFrame:
         """Add ``pid``, ``tid``, ``process_name``, ``gpu_id`` and ``gpu_name`` (those ``columns``
