@@ -13,6 +13,7 @@ thread that launched it (nsys's projection). Everything here is joins, no loops 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import polars as pl
@@ -28,8 +29,9 @@ RANGE_INPUT = ("range_instance", "start_ns", "end_ns", "global_tid", "style", *R
 
 
 def launches(ops: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
-    """Add to each operation its launching call's ``global_tid, api_start_ns, api_end_ns,
-    api_name_id`` (``calls`` from ``events.launch_calls``: one per process and correlation id).
+    """Add to each operation its launching call's ``global_tid, api_start_ns, api_end_ns``
+    (and ``api_name_id``, where ``calls`` has it; ``calls`` from ``events.launch_calls``: one
+    per process and correlation id). Operations with no ``global_pid`` need ``start_ns``.
 
     A correlation id names one launch within a process, so an operation that records its
     process (``global_pid``) matches on (process, correlation id). Exports whose activity tables
@@ -38,11 +40,12 @@ def launches(ops: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
     did (a launch precedes its execution), and the process of that call's thread. Either way an
     operation matches at most one call. Operations with no launching call keep null call columns.
     """
-    cols = ["global_tid", "api_start_ns", "api_end_ns", "api_name_id"]
-    known = ops.filter(pl.col("global_pid").is_not_null()).join(
-        calls.select("global_pid", "correlation_id", *cols), on=["global_pid", "correlation_id"], how="left"
-    )
-    unknown = (
+    cols = [c for c in ("global_tid", "api_start_ns", "api_end_ns", "api_name_id") if c in calls.collect_schema().names()]
+    unknown = ops.select(pl.col("global_pid").is_null().sum()).collect().item()
+    by_process = ops.join(calls.select("global_pid", "correlation_id", *cols), on=["global_pid", "correlation_id"], how="left")
+    if unknown == 0:
+        return by_process
+    by_time = (
         ops.filter(pl.col("global_pid").is_null())
         .drop("global_pid")
         .sort("start_ns")
@@ -55,7 +58,7 @@ def launches(ops: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
             check_sortedness=False,
         )
     )
-    return pl.concat([known, unknown], how="diagonal_relaxed")
+    return pl.concat([by_process.filter(pl.col("global_pid").is_not_null()), by_time], how="diagonal_relaxed")
 
 
 def _pushpop_depths(ranges: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
@@ -163,19 +166,23 @@ def _innermost_pushpop(ops: pl.LazyFrame, ranges: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def project(ops: pl.LazyFrame, calls: pl.LazyFrame, ranges: pl.LazyFrame, nesting: Nesting = "innermost") -> pl.LazyFrame:
+def project(
+    ops: pl.LazyFrame, calls: pl.LazyFrame, ranges: pl.LazyFrame, nesting: Nesting = "innermost", *, drop: Sequence[str] = ()
+) -> pl.LazyFrame:
     """Attribute each operation in ``ops`` to its enclosing NVTX range(s).
 
     ``ops`` needs ``global_pid, correlation_id, start_ns``; ``calls`` comes from
     ``events.launch_calls``; ``ranges`` from ``events.nvtx_ranges``. ``innermost`` gives one row
     per operation with its ``range`` and ``domain``; ``all`` gives one row per (operation,
     enclosing range), with the range instance too (``range_instance, style, range_start_ns,
-    range_end_ns``). Operations outside every range keep ``range = ""``.
+    range_end_ns``). Operations outside every range keep ``range = ""``. ``drop`` names
+    columns not wanted once the launch is found (the join keys, say): fewer columns through the
+    sorts and joins of millions of rows.
     """
     if nesting == "innermost" and ranges.filter(pl.col("style") == "startend").select(pl.len()).collect().item() == 0:
-        return _innermost_pushpop(launches(ops, calls), ranges)
+        return _innermost_pushpop(launches(ops, calls).drop(drop), ranges)
     # The id is assigned before any join: joins need not keep row order, and ``ops`` is read twice.
-    ops = launches(ops.with_row_index("op_id"), calls)
+    ops = launches(ops.with_row_index("op_id"), calls).drop(drop)
     candidates = pl.concat([_pushpop_candidates(ops, ranges, nesting), _startend_candidates(ops, ranges)])
     carried = RANGE_COLUMNS
     if nesting == "innermost":

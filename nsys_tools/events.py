@@ -32,13 +32,14 @@ def strings(ex: Export, ids: Iterable[int]) -> pl.DataFrame:
     return ex.fetch(f"SELECT id, value FROM {S.STRINGS} WHERE {_in_ids('id', ids)}", {"id": pl.Int64, "value": pl.String})
 
 
-def attach_names(ex: Export, df: pl.DataFrame, columns: Mapping[str, str]) -> pl.DataFrame:
-    """Add a text column for each id column present in ``df``: ``{"short_name_id": "short_name"}``."""
+def attach_names(ex: Export, df: pl.DataFrame, columns: Mapping[str, str], dtype=pl.String) -> pl.DataFrame:
+    """Add a text column for each id column present in ``df``: ``{"short_name_id": "short_name"}``
+    (``dtype=pl.Categorical`` for names repeated over millions of rows)."""
     columns = {i: n for i, n in columns.items() if i in df.columns}
     if not columns:
         return df
     ids = pl.concat([df.get_column(c) for c in columns], how="vertical").unique().drop_nulls()
-    table = strings(ex, ids.to_list())
+    table = strings(ex, ids.to_list()).with_columns(pl.col("value").cast(dtype))
     for id_col, name_col in columns.items():
         df = df.join(table.rename({"id": id_col, "value": name_col}), on=id_col, how="left")
     return df
@@ -66,14 +67,11 @@ def fields(ex: Export, table: str, known: tuple[S.Field, ...], columns: Iterable
 
 
 def kernels(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
-    """One row per kernel execution, every column of the kernel table (or only ``columns``),
-    plus ``duration_ns``."""
+    """One row per kernel execution, every column of the kernel table and ``duration_ns`` (or
+    only ``columns``)."""
     if not ex.has(S.KERNEL):
         ex.require(S.KERNEL, cuda_hint(ex))
-    wanted = None if columns is None else {*columns, "start_ns", "end_ns"}
-    return ex.select(S.KERNEL, fields(ex, S.KERNEL, S.KERNEL_FIELDS, wanted)).with_columns(
-        duration_ns=pl.col("end_ns") - pl.col("start_ns")
-    )
+    return ex.select(S.KERNEL, fields(ex, S.KERNEL, S.KERNEL_FIELDS, columns))
 
 
 def copy_kinds(ex: Export) -> pl.DataFrame:
@@ -91,7 +89,7 @@ def memops(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
     """Memcpy and memset operations, every column of both tables (or only ``columns``), with
     ``kind`` ("memcpy" | "memset"), ``copy_kind`` as text, ``name`` as nsys labels them
     (``[CUDA memcpy Device-to-Host]``, ``[CUDA memset]``) and ``duration_ns``."""
-    wanted = None if columns is None else {*columns, "start_ns", "end_ns", "copy_kind"}
+    wanted = None if columns is None else {*columns, "copy_kind"}
     frames = []
     if ex.has(S.MEMCPY):
         frames.append(
@@ -112,10 +110,8 @@ def memops(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
         )
     if not frames:
         empty = {f.name: pl.Int64 for f in S.MEMSET_FIELDS if wanted is None or f.name in wanted}
-        return pl.LazyFrame(schema={**empty, "kind": pl.String, "copy_kind": pl.String, "name": pl.String}).with_columns(
-            duration_ns=pl.lit(0, pl.Int64)
-        )
-    return pl.concat(frames, how="diagonal_relaxed").with_columns(duration_ns=pl.col("end_ns") - pl.col("start_ns"))
+        return pl.LazyFrame(schema={**empty, "kind": pl.String, "copy_kind": pl.String, "name": pl.String})
+    return pl.concat(frames, how="diagonal_relaxed")
 
 
 # API calls that enqueue GPU work are named like these; ``launch_calls`` falls back to an exact
@@ -128,8 +124,8 @@ def api_calls(
 ) -> pl.LazyFrame:
     """CUDA runtime and driver API calls: all of them, only those named like launches (a cheap
     filter on the name id), or those with the given correlation ids (a scan of the table);
-    every column, or only ``columns`` (``global_tid`` is always read, for ``global_pid``)."""
-    wanted = None if columns is None else {*columns, "global_tid"}
+    every column, or only ``columns``; ``global_pid`` comes with ``global_tid``."""
+    wanted = None if columns is None else set(columns)
     tables = [t for t in (S.RUNTIME, S.DRIVER) if ex.has(t)]
     if not tables:
         ex.require(S.RUNTIME, cuda_hint(ex))
@@ -139,29 +135,39 @@ def api_calls(
         where = f"nameId IN (SELECT id FROM {S.STRINGS} WHERE {names})"
     if correlation_ids is not None:
         where = _in_ids("correlationId", correlation_ids)
-    frames = [ex.select(t, fields(ex, t, S.API_FIELDS, wanted), where) for t in tables]
-    return pl.concat(frames, how="diagonal_relaxed").with_columns(global_pid=global_pid(pl.col("global_tid")))
+    frames = pl.concat([ex.select(t, fields(ex, t, S.API_FIELDS, wanted), where) for t in tables], how="diagonal_relaxed")
+    if "global_tid" not in frames.collect_schema().names():
+        return frames
+    return frames.with_columns(global_pid=global_pid(pl.col("global_tid")))
 
 
-def launch_calls(ex: Export, ops: pl.LazyFrame) -> pl.LazyFrame:
+def launch_calls(ex: Export, ops: pl.LazyFrame, *, names: bool = True) -> pl.LazyFrame:
     """The API calls that launched ``ops``: the launch-named calls, plus an exact lookup of the
-    correlation ids still missing (none, in every export seen so far).
+    correlation ids still missing (none, in every export seen so far); ``names``: with their
+    ``api_name_id``.
 
     A correlation id names one launch in a process, but a runtime may record several calls
     for it: older CUDA runtimes write ``cudaLaunchKernel`` and the ``cudaLaunchKernel_v7000`` it
     wraps. Only the outermost call (earliest start, then latest end) is kept, so each operation
     matches one call and is counted once.
     """
-    cols = ("api_start_ns", "api_end_ns", "global_tid", "correlation_id", "api_name_id")
+    cols = ("api_start_ns", "api_end_ns", "global_tid", "correlation_id", *(("api_name_id",) if names else ()))
     calls = api_calls(ex, launches_only=True, columns=cols)
     missing = ops.join(calls, on="correlation_id", how="anti").select(pl.col("correlation_id").drop_nulls().unique()).collect()
     if missing.height:
         calls = pl.concat([calls, api_calls(ex, correlation_ids=missing["correlation_id"], columns=cols)])
-    return (
-        calls.sort(["api_start_ns", "api_end_ns"], descending=[False, True])
-        .unique(["global_pid", "correlation_id"], keep="first", maintain_order=True)
-        .select(*cols, "global_pid")
+    calls = calls.select(*cols, "global_pid").collect()
+    ids = calls.get_column("correlation_id")
+    if ids.n_unique() == len(ids):  # the common case, decided without hashing pairs
+        return calls.lazy()
+    per_process = calls.group_by("global_pid").agg(pl.col("correlation_id").n_unique(), n=pl.len())
+    if (per_process["correlation_id"] == per_process["n"]).all():  # processes reuse ids, none twice
+        return calls.lazy()
+    first = (pl.col("global_pid") != pl.col("global_pid").shift(1)) | (
+        pl.col("correlation_id") != pl.col("correlation_id").shift(1)
     )
+    ordered = calls.sort(["global_pid", "correlation_id", "api_start_ns", "api_end_ns"], descending=[False, False, False, True])
+    return ordered.filter(first.fill_null(True)).lazy()
 
 
 def global_pid(global_tid: pl.Expr) -> pl.Expr:

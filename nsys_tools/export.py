@@ -155,9 +155,13 @@ class Export:
         present = self.tables.get(table, frozenset())
         cols, schema = [], {}
         for fld in fields:
-            src = next((s for s in fld.sources if s in present), None)
-            if src:
-                cols.append(f'"{src}" AS "{fld.name}"')
+            if fld.expr:
+                if all(s in present for s in fld.sources):
+                    cols.append(f'{fld.expr} AS "{fld.name}"')
+            else:
+                src = next((s for s in fld.sources if s in present), None)
+                if src:
+                    cols.append(f'"{src}" AS "{fld.name}"')
             schema[fld.name] = dtypes[fld.dtype]
         return f"SELECT {', '.join(cols) or 'rowid'} FROM {table}" + (f" WHERE ({where})" if where else ""), schema
 

@@ -64,10 +64,15 @@ class Field:
     name: str  # our column name
     sources: tuple[str, ...]  # nsys columns that may hold it, first present wins
     dtype: str  # "int" | "str" | "float" | "any" (as the export stores it)
+    expr: str = ""  # or SQLite computes it from all of ``sources``
 
 
 def f(name: str, *sources: str, dtype: str = "int") -> Field:
     return Field(name, sources, dtype)
+
+
+# Durations are computed by SQLite: one column read instead of two.
+DURATION = Field("duration_ns", ("start", "end"), "int", '"end" - "start"')
 
 
 def snake(column: str) -> str:
@@ -78,7 +83,7 @@ def snake(column: str) -> str:
 def all_fields(known: tuple[Field, ...], present: Iterable[str]) -> list[Field]:
     """``known`` fields, then every other column of the table under its ``snake`` name, so that
     frames keep all the export holds, including columns newer nsys versions add."""
-    claimed = {src for fld in known for src in fld.sources}
+    claimed = {src for fld in known if not fld.expr for src in fld.sources}
     names = {fld.name for fld in known}
     extra = [Field(snake(c), (c,), "any") for c in sorted(present) if c not in claimed and snake(c) not in names]
     return [*known, *extra]
@@ -88,6 +93,7 @@ def all_fields(known: tuple[Field, ...], present: Iterable[str]) -> list[Field]:
 ACTIVITY_FIELDS = (
     f("start_ns", "start"),
     f("end_ns", "end"),
+    DURATION,
     f("device_id", "deviceId"),
     f("context_id", "contextId"),
     f("stream_id", "streamId"),
@@ -117,6 +123,7 @@ MEMSET_FIELDS = ACTIVITY_FIELDS + (f("bytes", "bytes"),)
 API_FIELDS = (
     f("api_start_ns", "start"),
     f("api_end_ns", "end"),
+    DURATION,
     f("global_tid", "globalTid"),
     f("correlation_id", "correlationId"),
     f("api_name_id", "nameId"),

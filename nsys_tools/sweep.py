@@ -78,7 +78,8 @@ class Sweep:
             with open_trace(self.export(shape)) as trace:
                 ops = trace.gpu_ops(attributed=True, columns=["name", "short_name", "start_ns", "duration_ns"])
                 ops = ops.filter(pl.col("range").str.contains(RANGE_REGEX))
-                frames.append(ops.select("range", "start_ns", "duration_ns", kernel=pl.coalesce("short_name", "name")).collect())
+                kernel = pl.coalesce("short_name", "name").cast(pl.String)
+                frames.append(ops.select("range", "start_ns", "duration_ns", kernel=kernel).collect())
         if not frames:
             return pl.DataFrame(
                 schema={

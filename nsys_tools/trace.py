@@ -1,7 +1,9 @@
 """The frame layer: one opened export, its tables as Polars frames with names resolved.
 
 ``nsys_tools.open(path)`` returns a ``Trace``. Its methods give LazyFrames with every column of
-the export under snake_case names, string ids resolved to text, times in integer nanoseconds,
+the export under snake_case names, string ids resolved to text (Categorical: a kernel or API
+name repeats over millions of rows; ``.cast(pl.String)`` before ``.str`` functions), times in
+integer nanoseconds,
 and the columns every view groups by: ``pid`` and ``process_name`` (the OS process), ``gpu_id``
 and ``gpu_name`` (the GPU a CUDA device is, across processes that renumber devices), ``tid``.
 
@@ -38,13 +40,22 @@ PLACED = {
     "process_name": ("global_pid",),
     "gpu_id": ("device_id", "global_pid"),
     "gpu_name": ("device_id", "global_pid"),
-    "duration_ns": ("start_ns", "end_ns"),
 }
 DERIVED_KERNEL = {**PLACED, **{name: (id_col,) for id_col, name in KERNEL_NAMES.items()}}
-DERIVED_API = {**PLACED, "name": ("api_name_id",), "pid": ("global_tid",), "duration_ns": ("api_start_ns", "api_end_ns")}
-DERIVED_RANGES = {**PLACED, "pid": ("global_tid",), "process_name": ("global_tid",)}
-# What attribution needs of every operation, and what it adds.
-LAUNCH_KEYS = ("global_pid", "correlation_id", "start_ns")
+DERIVED_API = {
+    **PLACED,
+    "name": ("api_name_id",),
+    "pid": ("global_tid",),
+    "process_name": ("global_tid",),
+    "global_pid": ("global_tid",),
+}
+DERIVED_RANGES = {**PLACED, "pid": ("global_tid",), "process_name": ("global_tid",), "duration_ns": ("start_ns", "end_ns")}
+# The kinds of GPU operation, as an enum (cheap to carry through joins of millions of rows).
+KINDS = ("kernel", "memcpy", "memset")
+KIND = pl.Enum(KINDS)
+# What attribution needs of every operation (and ``start_ns`` where one records no process),
+# and what it adds.
+LAUNCH_KEYS = ("global_pid", "correlation_id")
 ATTRIBUTION = (
     "global_tid",
     "tid",
@@ -128,7 +139,10 @@ class Trace:
         GPU columns."""
         key = ("kernels", None if columns is None else tuple(columns))
         return self._once(
-            key, lambda: _only(self._placed(self._named(events.kernels(self.export, _reads(columns)), KERNEL_NAMES)), columns)
+            key,
+            lambda: _only(
+                self._placed(self._named(events.kernels(self.export, _reads(columns)), KERNEL_NAMES, columns), columns), columns
+            ),
         )
 
     def memops(self, columns: Sequence[str] | None = None) -> pl.LazyFrame:
@@ -137,7 +151,7 @@ class Trace:
         (``[CUDA memcpy Host-to-Device]``, ``[CUDA memset]``), ``bytes``, ``duration_ns``, and the
         process and GPU columns."""
         key = ("memops", None if columns is None else tuple(columns))
-        return self._once(key, lambda: _only(self._placed(events.memops(self.export, _reads(columns))), columns))
+        return self._once(key, lambda: _only(self._placed(events.memops(self.export, _reads(columns)), columns), columns))
 
     def api(self, columns: Sequence[str] | None = None) -> pl.LazyFrame:
         """One row per CUDA runtime or driver API call: every column, ``name`` as recorded
@@ -145,10 +159,8 @@ class Trace:
         key = ("api", None if columns is None else tuple(columns))
 
         def read() -> pl.LazyFrame:
-            calls = events.api_calls(self.export, columns=_reads(columns, DERIVED_API)).with_columns(
-                duration_ns=pl.col("api_end_ns") - pl.col("api_start_ns")
-            )
-            return _only(self._placed(self._named(calls, API_NAMES)), columns)
+            calls = events.api_calls(self.export, columns=_reads(columns, DERIVED_API))
+            return _only(self._placed(self._named(calls, API_NAMES, columns), columns), columns)
 
         return self._once(key, read)
 
@@ -164,7 +176,7 @@ class Trace:
                 global_pid=events.global_pid(pl.col("global_tid")),
                 duration_ns=pl.when(pl.col("end_ns") < events.NO_END).then(pl.col("end_ns") - pl.col("start_ns")),
             )
-            return _only(self._placed(ranges), columns)
+            return _only(self._placed(ranges, columns), columns)
 
         return self._once(key, read)
 
@@ -174,28 +186,52 @@ class Trace:
         *,
         columns: Sequence[str] | None = None,
         nesting: attribute.Nesting = "innermost",
+        kinds: Iterable[str] = KINDS,
     ) -> pl.LazyFrame:
         """Kernels and memory operations in one frame (``kind``: "kernel", "memcpy", "memset";
-        kernel-only columns are null for memory operations and the other way round).
+        ``kinds`` keeps some of them; kernel-only columns are null for memory operations and the
+        other way round; a memory operation's ``name`` is its label).
 
         ``attributed`` adds the launching API call (``global_tid, tid, api_start_ns,
-        api_end_ns, api_name``; where several calls share a launch's correlation id, the
-        outermost) and the NVTX ``range`` and ``domain`` the call was made in: the innermost,
+        api_end_ns``, and ``api_name`` unless ``columns`` leaves it out; where several calls
+        share a launch's correlation id, the outermost) and the NVTX ``range`` and ``domain`` the call was made in: the innermost,
         or with ``nesting="all"`` one row per enclosing range and its instance (``range_instance,
         style, range_start_ns, range_end_ns``). Operations outside every range have
         ``range = ""``."""
-        key = ("gpu_ops", attributed, nesting, None if columns is None else tuple(columns))
+        kinds = tuple(k for k in KINDS if k in set(kinds))
+        key = ("gpu_ops", attributed, nesting, kinds, None if columns is None else tuple(columns))
 
         def read() -> pl.LazyFrame:
-            wanted = _reads(None if columns is None else [*columns, *LAUNCH_KEYS, "kind", "device_id"])
-            kernels = self._named(events.kernels(self.export, wanted), KERNEL_NAMES).with_columns(kind=pl.lit("kernel"))
-            ops = pl.concat([kernels, events.memops(self.export, wanted)], how="diagonal_relaxed")
+            wanted = _reads(None if columns is None else [*columns, *LAUNCH_KEYS, "start_ns"])
+            frames = []
+            if "kernel" in kinds:
+                frames.append(events.kernels(self.export, wanted).with_columns(kind=pl.lit("kernel", KIND)))
+            if set(kinds) - {"kernel"}:
+                memops = events.memops(self.export, wanted).filter(pl.col("kind").is_in(kinds))
+                frames.append(memops.with_columns(pl.col("kind").cast(KIND)).rename({"name": "label"}))
+            ops = pl.concat(frames, how="diagonal_relaxed").collect()  # read once: attribution reads it twice
+            if columns is not None:  # only what was asked for travels through the joins
+                keep = {*_reads([*columns, *LAUNCH_KEYS]), "kind", "label"}
+                if ops["global_pid"].has_nulls():  # or matched to their launch by time
+                    keep.add("start_ns")
+                ops = ops.select([c for c in ops.columns if c in keep])
+            ops = ops.lazy()
+            names = KERNEL_NAMES
             if attributed:
-                ops = ops.collect().lazy()  # read once: attribution reads the operations twice
-                calls = events.launch_calls(self.export, ops)
-                ranges = self.ranges(attribute.RANGE_INPUT)
-                ops = self._named(attribute.project(ops, calls, ranges, nesting), {"api_name_id": "api_name"})
-            placed = self._placed(ops)  # after attribution: old exports learn the process from the call
+                api_name = columns is None or "api_name" in columns
+                calls = events.launch_calls(self.export, ops, names=api_name)
+                unwanted = () if columns is None else [k for k in LAUNCH_KEYS if k not in _reads(columns)]
+                ops = attribute.project(ops, calls, self.ranges(attribute.RANGE_INPUT), nesting, drop=unwanted)
+                names = {**KERNEL_NAMES, "api_name_id": "api_name"}
+            # Names last (string ids are cheaper than text through the joins); a memory
+            # operation's name is its label.
+            named = self._named(ops, names, None if columns is None else [*columns, *ATTRIBUTION])
+            schema = named.collect_schema().names()
+            if "label" in schema:
+                present = [n for n in KERNEL_NAMES.values() if n in schema]
+                label = pl.col("label").cast(pl.Categorical)
+                named = named.with_columns(pl.coalesce(n, label).alias(n) for n in present).drop("label")
+            placed = self._placed(named, columns)  # after attribution: old exports learn the process from the call
             return placed if columns is None else _only(placed, [*columns, *(ATTRIBUTION if attributed else ())])
 
         return self._once(key, read)
@@ -211,14 +247,17 @@ class Trace:
 
     # Names, processes and GPUs, attached in one place.
 
-    def _named(self, frame: pl.LazyFrame, names: dict[str, str]) -> pl.LazyFrame:
-        """``frame`` with a text column for each string-id column it has."""
-        df = frame.collect()
-        return events.attach_names(self.export, df, names).lazy()
+    def _named(self, frame: pl.LazyFrame, names: dict[str, str], columns: Sequence[str] | None) -> pl.LazyFrame:
+        """``frame`` with a text column for each of its string-id columns that ``columns`` asks for."""
+        names = {i: n for i, n in names.items() if columns is None or n in columns}
+        if not names:
+            return frame
+        return events.attach_names(self.export, frame.collect(), names, pl.Categorical).lazy()
 
-    def _placed(self, frame: pl.LazyFrame) -> pl.LazyFrame:
-        """Add ``pid``, ``tid``, ``process_name``, ``gpu_id`` and ``gpu_name`` where ``frame`` has
-        what they derive from."""
+    def _placed(self, frame: pl.LazyFrame, columns: Sequence[str] | None) -> pl.LazyFrame:
+        """Add ``pid``, ``tid``, ``process_name``, ``gpu_id`` and ``gpu_name`` (those ``columns``
+        asks for) where ``frame`` has what they derive from."""
+        wanted = set(PLACED) if columns is None else set(columns)
         have = set(frame.collect_schema().names())
         if "global_tid" in have:
             frame = frame.with_columns(tid=events.os_id(pl.col("global_tid"), thread=True))
@@ -227,10 +266,10 @@ class Trace:
                 have.add("global_pid")
         if "global_pid" not in have:
             return frame
-        frame = frame.with_columns(pid=events.os_id(pl.col("global_pid"))).join(
-            self.processes().lazy().select("global_pid", "process_name"), on="global_pid", how="left"
-        )
-        if "device_id" not in have:
+        frame = frame.with_columns(pid=events.os_id(pl.col("global_pid")))
+        if "process_name" in wanted:
+            frame = frame.join(self.processes().lazy().select("global_pid", "process_name"), on="global_pid", how="left")
+        if "device_id" not in have or not wanted & {"gpu_id", "gpu_name"}:
             return frame
         mapped = self.devices()
         per_process = mapped.filter(pl.col("pid").is_not_null()).lazy()

@@ -82,8 +82,11 @@ def partial(name: str, trace: Trace, by: Sequence[str], **options) -> pl.LazyFra
 
 
 def finalize(name: str, partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
-    """View ``name``'s table from partials (of one trace or many, concatenated)."""
-    return get(name).finalize(partials, keys)
+    """View ``name``'s table from partials (of one trace or many, concatenated); its names as
+    plain strings."""
+    import polars as pl
+
+    return get(name).finalize(partials, keys).with_columns(pl.col(pl.Categorical).cast(pl.String))
 
 
 def table(trace: Trace, name: str, by: Iterable[str] = (), **options) -> pl.DataFrame:

@@ -33,7 +33,8 @@ LAUNCH = ("global_pid", "correlation_id")
 
 def read(trace, by: Sequence[str]) -> pl.LazyFrame:
     on_gpu = [c for c in by if c in ("gpu_id", "gpu_name", "stream_id")]
-    calls = trace.api(columns=[*(c for c in by if c not in on_gpu), *LAUNCH, "name", "duration_ns"])
+    launch = LAUNCH if on_gpu else ()
+    calls = trace.api(columns=[*(c for c in by if c not in on_gpu), *launch, "name", "duration_ns"])
     if on_gpu:
         placed = trace.gpu_ops(attributed=False, columns=[*LAUNCH, *on_gpu]).unique(list(LAUNCH), keep="first")
         calls = calls.join(placed.select(*LAUNCH, *on_gpu), on=list(LAUNCH), how="left")
@@ -55,7 +56,7 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
     shown = display(pl.col("api"))
     return (
         metrics.finalize(merged, groups, MEASURED)
-        .with_columns(time_pct=metrics.share("total_ns"))
+        .with_columns(pl.col("api").cast(pl.String), time_pct=metrics.share("total_ns"))
         .sort(["total_ns", *groups], descending=[True] + [False] * len(groups), nulls_last=True)
         .with_columns(api=pl.when(pl.col("api").n_unique().over(shown) > 1).then(pl.col("api")).otherwise(shown))
         .select(*keys, *COLUMNS)

@@ -36,10 +36,9 @@ def read(
     """Attributed GPU operations: ``by`` columns, ``range``, ``kernel`` (demangled or short
     name; memory operations by their label) and ``duration_ns``."""
     name = "short_name" if names == "short" else "name"
-    ops = trace.gpu_ops(attributed=True, nesting=nesting, columns=[*by, "kind", "name", name, "duration_ns"])
-    if not include_memops:
-        ops = ops.filter(pl.col("kind") == "kernel")
-    return ops.select(*by, "range", "duration_ns", kernel=pl.coalesce(name, "name"))
+    kinds = ("kernel", "memcpy", "memset") if include_memops else ("kernel",)
+    ops = trace.gpu_ops(attributed=True, nesting=nesting, columns=[*by, name, "duration_ns"], kinds=kinds)
+    return ops.select(*by, "range", "duration_ns", kernel=name)
 
 
 def partial(ops: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
