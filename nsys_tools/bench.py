@@ -151,13 +151,23 @@ def compare(ours_csv: Path, ref_csv: Path, nsys_format: bool) -> int:
 
 
 def run(
-    sizes: list[int], source: Path, workdir: Path, nsys: str | None = None, progress=print, cpus: list[int] | None = None
+    sizes: list[int],
+    source: Path,
+    workdir: Path,
+    nsys: str | None = None,
+    progress=print,
+    cpus: list[int] | None = None,
+    baseline: str = "auto",
 ) -> pl.DataFrame:
-    """Build, measure and compare; one row per (kernels, tool)."""
-    try:
-        nsys_exe = str(find_nsys(nsys))
-    except NsysNotFound:
-        nsys_exe = None
+    """Build, measure and compare; one row per (kernels, tool). ``baseline``: "nsys", "sql",
+    "auto" (nsys where it is found, else SQL) or "none" (only nsys-tools is timed)."""
+    nsys_exe = None
+    if baseline in ("auto", "nsys"):
+        try:
+            nsys_exe = str(find_nsys(nsys))
+        except NsysNotFound:
+            if baseline == "nsys":
+                raise
     workdir.mkdir(parents=True, exist_ok=True)
     rows = []
     for size in sizes:
@@ -177,6 +187,8 @@ def run(
             r = measure(_ours_cmd(export, ours_csv), cpus)
             rows.append({**base, "tool": tool, "wall_s": r["wall_s"], "peak_bytes": r["peak_bytes"], "mismatches": None})
         ref_csv = workdir / f"kernels-{size}.ref.csv"
+        if baseline == "none":
+            continue
         if nsys_exe:
             tool = "nsys stats cuda_gpu_kern_sum:nvtx-name"
             cmd = [
@@ -215,10 +227,10 @@ def run(
                 "mismatches": compare(ours_csv, ref_csv, nsys_format=bool(nsys_exe)),
             }
         )
-    table = pl.DataFrame(rows)
-    baseline = table.filter(pl.col("mismatches").is_not_null()).select("kernels", base_s="wall_s", base_bytes="peak_bytes")
+    table = pl.DataFrame(rows, schema_overrides={"cpus": pl.Int64, "mismatches": pl.Int64})
+    base = table.filter(pl.col("mismatches").is_not_null()).select("kernels", base_s="wall_s", base_bytes="peak_bytes")
     return (
-        table.join(baseline, on="kernels", maintain_order="left")
+        table.join(base, on="kernels", how="left", maintain_order="left")
         .with_columns(speedup=pl.col("base_s") / pl.col("wall_s"), memory_share=pl.col("peak_bytes") / pl.col("base_bytes"))
         .drop("base_s", "base_bytes")
     )

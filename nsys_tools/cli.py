@@ -36,6 +36,13 @@ class Names(str, Enum):
     demangled = "demangled"
 
 
+class Baseline(str, Enum):
+    auto = "auto"
+    nsys = "nsys"
+    sql = "sql"
+    none = "none"
+
+
 class Nesting(str, Enum):
     innermost = "innermost"
     all = "all"
@@ -526,6 +533,9 @@ def bench(
     cpus: Annotated[
         Optional[str], typer.Option(help="Pin every timed command to these cores, as taskset -c takes them (0-1, 0,2-5).")
     ] = None,
+    baseline: Annotated[
+        Baseline, typer.Option(help="What report is timed against: nsys stats, the SQL baseline, auto (nsys if found), none.")
+    ] = Baseline.auto,
     workers: Annotated[
         Optional[str],
         typer.Option(
@@ -568,7 +578,7 @@ def bench(
             pinned = B.parse_cpus(cpus) if cpus else None
         except ValueError:
             raise typer.BadParameter(f"{cpus!r}: give cores as taskset -c takes them, e.g. 0-1", param_hint="--cpus") from None
-        table = B.run(sizes, origin, workdir, nsys, progress=say, cpus=pinned)
+        table = B.run(sizes, origin, workdir, nsys, progress=say, cpus=pinned, baseline=baseline.value)
     _write(render(table, fmt), output)
 
 

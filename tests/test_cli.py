@@ -163,3 +163,25 @@ def test_view_usage_errors_exit_2(args, message):
 def test_a_sweep_has_no_other_views():
     res = runner.invoke(app, ["report", "--demo", "--view", "ranges"])
     assert res.exit_code == 2 and "a sweep folder has one table" in res.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["report", str(NEW), "--scheduler", "local:0"], "local:N takes a number of workers"),
+        (["report", str(NEW), "--scheduler", "localhost:8786"], "give a scheduler address (tcp://HOST:PORT)"),
+        (["bench", "--workers", "1,x"], "positive worker counts"),
+        (["bench", "--workers", "1,2", "--kernels", "1000,2000"], "with --workers, give one export size"),
+        (["bench", "--cpus", "0-a"], "give cores as taskset -c takes them"),
+    ],
+)
+def test_scheduler_and_bench_usage_errors_exit_2(args, message):
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and message in res.stderr
+
+
+def test_report_on_a_local_dask_cluster_equals_the_local_report():
+    args = ["report", str(NEW), str(FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2024.2.sqlite"), "-f", "csv"]
+    local = runner.invoke(app, args)
+    on_dask = runner.invoke(app, [*args, "--scheduler", "local:2"])
+    assert on_dask.exit_code == 0 and on_dask.stdout == local.stdout and "triton/4096x768" in local.stdout
