@@ -53,6 +53,21 @@ def merge(partials: pl.LazyFrame, by: Sequence[str], measured: Sequence[str], su
     return partials.group_by(list(by)).agg(aggs)
 
 
+STATS = ("total", "mean", "median", "min", "max", "stddev", "p10", "p90")
+
+
+def named(template: str, stats: Sequence[str] = STATS) -> tuple[str, ...]:
+    """The columns ``finalize`` names from ``template``: ``named("{}_ns")`` -> ``total_ns, mean_ns, ...``."""
+    return tuple(template.format(s) for s in stats)
+
+
+def timed(template: str = "{}_ns") -> tuple[str, ...]:
+    """The time columns of a table, as nsys orders them: total, its share (``time_pct``), then
+    mean, median, min, max, stddev, p10, p90."""
+    total, *rest = named(template)
+    return (total, "time_pct", *rest)
+
+
 def finalize(
     merged: pl.LazyFrame, by: Sequence[str], measured: dict[str, str], summed: dict[str, str] | None = None
 ) -> pl.LazyFrame:
@@ -65,16 +80,17 @@ def finalize(
     stats = [pl.col("instances")]
     for c, name in measured.items():
         values = pl.col(f"{c}:values")
-        stats += [
-            pl.col(f"{c}:total").alias(name.format("total")),
-            (pl.col(f"{c}:total") / pl.col("instances")).alias(name.format("mean")),
-            values.list.median().alias(name.format("median")),
-            pl.col(f"{c}:min").alias(name.format("min")),
-            pl.col(f"{c}:max").alias(name.format("max")),
-            values.list.std(ddof=1).fill_null(0.0).alias(name.format("stddev")),
-            values.list.eval(pl.element().quantile(0.1, "linear")).list.first().alias(name.format("p10")),
-            values.list.eval(pl.element().quantile(0.9, "linear")).list.first().alias(name.format("p90")),
-        ]
+        exprs = (
+            pl.col(f"{c}:total"),
+            pl.col(f"{c}:total") / pl.col("instances"),
+            values.list.median(),
+            pl.col(f"{c}:min"),
+            pl.col(f"{c}:max"),
+            values.list.std(ddof=1).fill_null(0.0),
+            values.list.eval(pl.element().quantile(0.1, "linear")).list.first(),
+            values.list.eval(pl.element().quantile(0.9, "linear")).list.first(),
+        )
+        stats += [e.alias(n) for e, n in zip(exprs, named(name), strict=True)]
     stats += [pl.col(f"{c}:total").alias(name) for c, name in (summed or {}).items()]
     return merged.select(*by, *stats)
 
