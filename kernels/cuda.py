@@ -105,6 +105,8 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
     explicit = HELD_NAME.match(variant)
     if explicit:
         tpr, rpb, cache, minb, cap = _numbers(explicit, rpb=1)
+        if vec == 4:
+            _slots(variant, n, tpr)  # a register array past 8 float4 spills
         held = replace(held_for(n, vec, tpr=tpr), rpb=rpb, cache=cache, minb=minb)
         # Shared memory the kernel does not use, reserved so that at most ``cap`` blocks fit an SM
         # (the static part and the 1 KB per-block reserve fit in the 2 KB left over).

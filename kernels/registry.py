@@ -124,6 +124,9 @@ IMPLS: dict[str, Impl] = {
             "kernels.triton_ln:make",
             max_n=65536 // FP32,
         ),
+        # What users run instead, from optional extras: nsys-tools[inductor] (torch alone), nsys-tools[liger].
+        Impl("inductor", "control", "torch.compile of F.layer_norm into y, per shape, dynamic=False", "kernels.inductor_ln:make"),
+        Impl("liger", "control", "Liger-Kernel's Triton LayerNorm forward, its launch settings, into y", "kernels.liger_ln:make", max_n=65536),
         Impl("torch", "control", "torch.nn.functional.layer_norm", "kernels.torch_ln:make_layer_norm"),
         Impl(
             "copy",
@@ -138,10 +141,12 @@ IMPLS: dict[str, Impl] = {
 
 
 # An explicit register-held configuration, for trying launch plans in a sweep without editing
-# the dispatcher: held_t<threads per row>[_r<rows per block>][_c<cache policy 0-4>][_m<min blocks>]
-# [_o<at most this many resident blocks per SM, by reserving shared memory>].
+# the dispatcher: held_t<threads per row>[_r<rows per block>][_c<cache policy 0-5, plus 8 to load
+# gamma and beta with x>][_m<min blocks>][_o<at most this many resident blocks per SM, by
+# reserving shared memory>].
 HELD_NAME = re.compile(
-    r"^held_t(?P<tpr>32|64|128|256|512|1024)(?:_r(?P<rpb>[124]))?(?:_c(?P<cache>[0-4]))?(?:_m(?P<minb>\d+))?(?:_o(?P<cap>[1-8]))?$"
+    r"^held_t(?P<tpr>32|64|128|256|512|1024)(?:_r(?P<rpb>[124]))?(?:_c(?P<cache>1[0-3]|[0-58-9]))?(?:_m(?P<minb>\d+))?"
+    r"(?:_o(?P<cap>[1-8]))?$"
 )
 # The same for the shared-memory-staged kernel (aligned rows only): staged_t<threads>[_c<0-4>][_m<min blocks>].
 STAGED_NAME = re.compile(r"^staged_t(?P<tpr>32|64|128|256|512|1024)(?:_c(?P<cache>[0-4]))?(?:_m(?P<minb>\d+))?$")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from capture.explore import around_candidates
 from kernels.cuda import Held, Launch, held_for, launch_config
 from kernels.registry import IMPLS, UnsupportedShape, copy_bytes, get, layernorm_bytes, parse_impls, parse_shape
 from nsys_tools.errors import UsageError
@@ -13,7 +14,7 @@ def test_registry_has_the_lineage_and_the_controls():
     ours = {n for n, i in IMPLS.items() if i.family == "ours"}
     controls = {n for n, i in IMPLS.items() if i.family == "control"}
     assert {"block_tree", "warp_row", "warp_pair", "row_held", "wide_held", "ours"} <= ours
-    assert controls == {"triton", "torch", "copy"}
+    assert controls == {"triton", "inductor", "liger", "torch", "copy"}
 
 
 def test_bytes_formulas():
@@ -99,6 +100,28 @@ def test_explicit_held_plans():
     assert launch_config("staged_t128_m12", 4096, 4096) == Launch("ln_staged<128,0,12>", 4096, 128, 16384)
     with pytest.raises(UnsupportedShape, match="aligned"):
         launch_config("staged_t128", 4096, 777, vec=1)
+
+
+def test_cache_policies_and_preloaded_gamma_beta():
+    # policy in the low three bits (5: streaming loads, default stores), +8: gamma and beta with x
+    assert launch_config("held_t256_c13", 4096, 4096) == Launch("ln_held<256,4,4,1,13,0>", 4096, 256)
+    assert launch_config("held_t32_r4_c8", 4096, 768).kernel == "ln_held<32,6,4,4,8,0>"
+    for bad in ("held_t256_c6", "held_t256_c7", "held_t256_c14", "held_t256_c16"):
+        with pytest.raises(UsageError):
+            get(bad)
+    with pytest.raises(UnsupportedShape, match="32 float4 per thread"):
+        launch_config("held_t32", 4096, 4096)  # a 32-slot register array would spill
+
+
+@pytest.mark.parametrize("shape", ["4096x768", "8192x768", "1024x2048", "4096x4096", "1024x8192", "512x16384", "16384x512"])
+def test_plans_around_the_dispatcher(shape):
+    m, n = parse_shape(shape)
+    names = around_candidates(m, n)
+    ours = launch_config("ours", m, n)
+    launches = [launch_config(name, m, n) for name in names]  # every name is a valid plan for this shape
+    assert ours in launches  # the dispatcher's own plan is among them, as a noise pair for `ours`
+    assert len(set(launches)) == len(names)  # no plan named twice
+    assert {lc.kernel.split(",")[4] for lc in launches} >= {"0", "2", "5", "8", "10"}
 
 
 def test_bulk_plans_fit_shared_memory_and_registers():
