@@ -53,16 +53,22 @@ class Launch:
 
 
 # (widest row, threads per row, rows per block, cache policy) for the register-held path, chosen
-# from Nsight Systems sweeps on the H200 (reports/variants.md): rows up to 1024 floats go one warp
-# per row, four rows to a block; wider rows take more threads, each holding at most 8 float4
-# slots (256 threads up to 8192 floats, 512 beyond), and from 4096 floats on, streaming
-# (evict-first) loads and stores.
-HELD_PLAN_VEC4 = ((1024, 32, 4, 0), (2048, 128, 1, 0), (8192, 256, 1, 2), (HELD_MAX_N, 512, 1, 2))
+# from measurements on the H200 (reports/variants.md): rows up to 1024 floats go one warp per
+# row, four rows to a block; wider rows take more threads, each holding at most 8 float4 slots
+# (128 threads up to 4096 floats, 256 up to 8192, 512 beyond). Up to 8192 floats gamma and beta
+# are loaded with x, before the reduction, as Liger's and Inductor's kernels do (PRELOAD); rows
+# of 16384 floats keep streaming (evict-first) loads and stores instead, for which there are
+# not registers enough besides.
+PRELOAD = 8  # the cache-policy bit of ln_held that loads gamma and beta with x
+HELD_PLAN_VEC4 = ((1024, 32, 4, PRELOAD), (4096, 128, 1, PRELOAD), (8192, 256, 1, PRELOAD), (HELD_MAX_N, 512, 1, 2))
 HELD_PLAN_VEC1 = ((1024, 128, 1, 0), (2048, 256, 1, 0), (4096, 512, 1, 0), (HELD_MAX_N, 1024, 1, 0))
 # From this many rows on, rows up to 1024 floats go one warp per block instead of four: 14.37 and
 # 14.50 µs against 15.01 and 15.06 at 8192x768 in two sessions, while at 4096x768 four rows a
 # block win (7.87 against 8.58).
 ONE_ROW_BLOCKS_FROM_M = 8192
+# Below this many elements the grid fits the GPU in about one wave, and the registers the
+# preload takes cost more than the latency it hides (1024x2048: 6.02 µs against 5.66 without).
+PRELOAD_FROM_ELEMENTS = 1 << 22
 
 
 def held_for(n: int, vec: int, tpr: int | None = None, m: int = 0) -> Held:
@@ -75,6 +81,8 @@ def held_for(n: int, vec: int, tpr: int | None = None, m: int = 0) -> Held:
         _, tpr, rpb, cache = next(row for row in (HELD_PLAN_VEC4 if vec == 4 else HELD_PLAN_VEC1) if n <= row[0])
         if tpr == 32 and m >= ONE_ROW_BLOCKS_FROM_M:
             rpb = 1
+        if m * n < PRELOAD_FROM_ELEMENTS:
+            cache &= ~PRELOAD
     return Held(tpr, math.ceil(n / vec / tpr), vec, rpb, cache)
 
 
@@ -115,12 +123,8 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
             raise UnsupportedShape(None, f"{variant} asks for {held.threads} threads per block (at most 1024)")
     else:
         held, pad = held_for(n, vec, tpr=128 if variant == "row_held" else None, m=m), 0
-    if variant == "ours_nc":
-        held = replace(held, cache=1)
-    elif variant == "ours_cs":
-        held = replace(held, cache=2)
-    elif variant == "ours_pf":
-        held = replace(held, cache=3)
+    if variant in ("ours_nc", "ours_cs", "ours_pf"):  # the dispatcher's plan under another cache policy
+        held = replace(held, cache=(held.cache & PRELOAD) | {"ours_nc": 1, "ours_cs": 2, "ours_pf": 3}[variant])
     elif variant == "ours_2rows" and held.threads <= 512:
         held = replace(held, rpb=2 * held.rpb)
     elif variant == "ours_regcap":
