@@ -56,11 +56,17 @@ class Launch:
 # from measurements on the H200 (reports/variants.md): rows up to 1024 floats go one warp per
 # row, four rows to a block; wider rows take more threads, each holding at most 8 float4 slots
 # (128 threads up to 4096 floats, 256 up to 8192, 512 beyond). Up to 8192 floats gamma and beta
-# are loaded with x, before the reduction, as Liger's and Inductor's kernels do (PRELOAD); rows
-# of 16384 floats keep streaming (evict-first) loads and stores instead, for which there are
-# not registers enough besides.
-PRELOAD = 8  # the cache-policy bit of ln_held that loads gamma and beta with x
-HELD_PLAN_VEC4 = ((1024, 32, 4, PRELOAD), (4096, 128, 1, PRELOAD), (8192, 256, 1, PRELOAD), (HELD_MAX_N, 512, 1, 2))
+# are loaded with x, before the reduction, as Liger's and Inductor's kernels do (PRELOAD), and
+# the chain of dependent instructions from the last load to the first store is short (SHORT);
+# rows of 16384 floats keep streaming (evict-first) loads and stores instead, for which there
+# are not registers enough besides.
+PRELOAD, SHORT = 8, 16  # cache-policy bits of ln_held
+HELD_PLAN_VEC4 = (
+    (1024, 32, 4, PRELOAD | SHORT),
+    (4096, 128, 1, PRELOAD | SHORT),
+    (8192, 256, 1, PRELOAD | SHORT),
+    (HELD_MAX_N, 512, 1, 2),
+)
 HELD_PLAN_VEC1 = ((1024, 128, 1, 0), (2048, 256, 1, 0), (4096, 512, 1, 0), (HELD_MAX_N, 1024, 1, 0))
 # From this many rows on, rows up to 1024 floats go one warp per block instead of four: 14.37 and
 # 14.50 µs against 15.01 and 15.06 at 8192x768 in two sessions, while at 4096x768 four rows a
