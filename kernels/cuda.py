@@ -53,28 +53,29 @@ class Launch:
 
 
 # (widest row, threads per row, rows per block, cache policy) for the register-held path, chosen
-# from measurements on the H200 (reports/variants.md): rows up to 1024 floats go one warp per
-# row, four rows to a block; wider rows take more threads, each holding at most 8 float4 slots
-# (128 threads up to 4096 floats, 256 up to 8192, 512 beyond). Up to 8192 floats gamma and beta
-# are loaded with x, before the reduction, as Liger's and Inductor's kernels do (PRELOAD), and
-# the chain of dependent instructions from the last load to the first store is short (SHORT);
-# rows of 16384 floats keep streaming (evict-first) loads and stores instead, for which there
-# are not registers enough besides.
-PRELOAD, SHORT = 8, 16  # cache-policy bits of ln_held
+# from measurements on the H200 (reports/variants.md): rows up to 768 floats go one warp per row,
+# four rows to a block, up to 1024 floats two warps; wider rows take more threads, each holding
+# at most 8 float4 slots (128 threads up to 4096 floats, 256 up to 8192, 512 beyond). Up to 8192
+# floats gamma and beta are loaded with x, before the reduction, as Liger's and Inductor's
+# kernels do (PRELOAD); rows of 16384 floats keep streaming (evict-first) loads and stores
+# instead: the preload's registers would halve the rows in flight there.
+PRELOAD = 8  # the cache-policy bit of ln_held that loads gamma and beta with x
 HELD_PLAN_VEC4 = (
-    (1024, 32, 4, PRELOAD | SHORT),
-    (4096, 128, 1, PRELOAD | SHORT),
-    (8192, 256, 1, PRELOAD | SHORT),
+    (768, 32, 4, PRELOAD),
+    (1024, 64, 1, PRELOAD),
+    (4096, 128, 1, PRELOAD),
+    (8192, 256, 1, PRELOAD),
     (HELD_MAX_N, 512, 1, 2),
 )
 HELD_PLAN_VEC1 = ((1024, 128, 1, 0), (2048, 256, 1, 0), (4096, 512, 1, 0), (HELD_MAX_N, 1024, 1, 0))
-# From this many rows on, rows up to 1024 floats go one warp per block instead of four: 14.37 and
-# 14.50 µs against 15.01 and 15.06 at 8192x768 in two sessions, while at 4096x768 four rows a
-# block win (7.87 against 8.58).
+# Below this many elements (12 MiB of fp32) the grid fits the GPU in about one wave, and the
+# registers the preload takes cost more than the latency it hides (1024x2048: 6.02 µs against
+# 5.66 without; 2048x768: 4.83 against 4.74); from it on the preload wins (4096x768 one row a
+# block: 7.81 against 8.61).
+PRELOAD_FROM_ELEMENTS = 3 << 20
+# One warp per block, not four rows a block, from this many rows on (14.37 and 14.50 µs against
+# 15.01 and 15.06 at 8192x768 without the preload), and wherever the preload is on.
 ONE_ROW_BLOCKS_FROM_M = 8192
-# Below this many elements the grid fits the GPU in about one wave, and the registers the
-# preload takes cost more than the latency it hides (1024x2048: 6.02 µs against 5.66 without).
-PRELOAD_FROM_ELEMENTS = 1 << 22
 
 
 def held_for(n: int, vec: int, tpr: int | None = None, m: int = 0) -> Held:
@@ -85,10 +86,10 @@ def held_for(n: int, vec: int, tpr: int | None = None, m: int = 0) -> Held:
     rpb, cache = 1, 0
     if tpr is None:
         _, tpr, rpb, cache = next(row for row in (HELD_PLAN_VEC4 if vec == 4 else HELD_PLAN_VEC1) if n <= row[0])
-        if tpr == 32 and m >= ONE_ROW_BLOCKS_FROM_M:
-            rpb = 1
         if m * n < PRELOAD_FROM_ELEMENTS:
             cache &= ~PRELOAD
+        if tpr == 32 and (m >= ONE_ROW_BLOCKS_FROM_M or cache & PRELOAD):
+            rpb = 1
     return Held(tpr, math.ceil(n / vec / tpr), vec, rpb, cache)
 
 

@@ -76,16 +76,6 @@ __device__ __forceinline__ float2 merge_partials(float sum, float m2, float coun
   return make_float2(mean, warp_sum(m2 + count * d * d));
 }
 
-// The sum of a[LO..HI) added pairwise: a dependency chain of log2(HI - LO) additions, not HI - LO.
-template <int LO, int HI>
-__device__ __forceinline__ float tree_sum(const float* a) {
-  if constexpr (HI - LO == 1) {
-    return a[LO];
-  } else {
-    return tree_sum<LO, (LO + HI) / 2>(a) + tree_sum<(LO + HI) / 2, HI>(a);
-  }
-}
-
 // One quad of the output: (v - mean) * rstd * gamma + beta.
 __device__ __forceinline__ float4 normalize4(float4 v, float mean, float rstd, float4 g, float4 b) {
   return make_float4((v.x - mean) * rstd * g.x + b.x, (v.y - mean) * rstd * g.y + b.y, (v.z - mean) * rstd * g.z + b.z,
@@ -210,19 +200,15 @@ __global__ void __launch_bounds__(128) ln_warps(
 //   The grid may be smaller than M / RPB: blocks then stride over row groups (grid-stride).
 //   MINB > 0 passes a minimum blocks-per-SM to __launch_bounds__, which caps registers.
 //   CACHE: the cache policy above in its low three bits; bit 8 loads gamma and beta into
-//   registers with x, before the reduction (as Liger's kernel does), instead of after it;
-//   bit 16 shortens the chain of dependent instructions between the last load and the first
-//   store: each thread adds its values pairwise (as Triton's reductions do) rather than one
-//   after another, and the divisions by the counts become products with reciprocals computed
-//   before the loads (the warps publish their mean rather than their sum for the merge).
+//   registers with x, before the reduction (as Liger's kernel does), instead of after it.
 template <int TPR, int SLOTS, int VEC, int RPB, int CACHE, int MINB>
 __global__ void __launch_bounds__(TPR * RPB, MINB) ln_held(
     const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ gamma,
     const float* __restrict__ beta, int M, int N, long long sx, long long sy, float eps) {
   constexpr int WARPS = TPR / 32;
   constexpr int POLICY = CACHE & 7;
-  constexpr bool PRELOAD = (CACHE & 8) != 0, SHORT = (CACHE & 16) != 0;
-  __shared__ float3 part[RPB][WARPS > 1 ? WARPS : 1];  // per warp: sum (SHORT: mean), M2, count
+  constexpr bool PRELOAD = (CACHE & 8) != 0;
+  __shared__ float3 part[RPB][WARPS > 1 ? WARPS : 1];  // per warp: sum, M2, count
   const int sub = threadIdx.x / TPR;
   const int t = threadIdx.x % TPR;
   const int lane = threadIdx.x & 31, w = t >> 5;
@@ -231,7 +217,6 @@ __global__ void __launch_bounds__(TPR * RPB, MINB) ln_held(
   int wn = 0;
 #pragma unroll
   for (int k = 0; k < SLOTS; ++k) wn += min(max(N - (k * TPR + w * 32) * VEC, 0), 32 * VEC);
-  const float inv_n = 1.f / N, inv_wn = wn > 0 ? 1.f / wn : 0.f;  // used when SHORT
 
   for (long long base = (long long)blockIdx.x * RPB; base < M; base += (long long)gridDim.x * RPB) {
     const long long row = base + sub;
@@ -241,7 +226,6 @@ __global__ void __launch_bounds__(TPR * RPB, MINB) ln_held(
 
     float v[SLOTS][VEC];
     float4 gk[PRELOAD ? SLOTS : 1], bk[PRELOAD ? SLOTS : 1];  // gamma and beta, when preloaded
-    float ps[SLOTS];  // per-slot partial sums, when SHORT
     float s = 0.f;
 #pragma unroll
     for (int k = 0; k < SLOTS; ++k) {
@@ -259,55 +243,38 @@ __global__ void __launch_bounds__(TPR * RPB, MINB) ln_held(
 #pragma unroll
         for (int j = 0; j < VEC; ++j) v[k][j] = 0.f;
       }
-      if constexpr (SHORT) {
-        ps[k] = VEC == 4 ? (v[k][0] + v[k][1 % VEC]) + (v[k][2 % VEC] + v[k][3 % VEC]) : v[k][0];
-      } else {
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) s += v[k][j];
-      }
+      for (int j = 0; j < VEC; ++j) s += v[k][j];
     }
-    if constexpr (SHORT) s = tree_sum<0, SLOTS>(ps);
     const float wsum = warp_sum(s);
-    const float wmean = SHORT ? wsum * inv_wn : wn > 0 ? wsum / wn : 0.f;
+    const float wmean = wn > 0 ? wsum / wn : 0.f;
     float q = 0.f;
 #pragma unroll
     for (int k = 0; k < SLOTS; ++k) {
       const bool in = (k * TPR + t) * VEC < N;
-      float d[VEC];
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) d[j] = in ? v[k][j] - wmean : 0.f;
-      if constexpr (SHORT) {
-        ps[k] = VEC == 4 ? (d[0] * d[0] + d[1 % VEC] * d[1 % VEC]) + (d[2 % VEC] * d[2 % VEC] + d[3 % VEC] * d[3 % VEC])
-                         : d[0] * d[0];
-      } else {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) q += d[j] * d[j];
+      for (int j = 0; j < VEC; ++j) {
+        const float d = in ? v[k][j] - wmean : 0.f;
+        q += d * d;
       }
     }
-    if constexpr (SHORT) q = tree_sum<0, SLOTS>(ps);
     const float wm2 = warp_sum(q);
 
     float mean = wmean, m2 = wm2;
     if (WARPS > 1) {
       // Every warp merges the row's (at most 32) partials itself, one per lane, with shuffles:
       // a constant cost per thread whatever the block size, and no second barrier.
-      if (lane == 0) part[sub][w] = make_float3(SHORT ? wmean : wsum, wm2, (float)wn);
+      if (lane == 0) part[sub][w] = make_float3(wsum, wm2, (float)wn);
       __syncthreads();
       // merge_partials, spelled out: through the helper NVRTC schedules these instructions in
       // another order, and this is the kernel the committed measurements ran.
       const float3 p = lane < WARPS ? part[sub][lane] : make_float3(0.f, 0.f, 0.f);
-      if constexpr (SHORT) {  // a warp with no elements published mean 0 and count 0
-        mean = warp_sum(p.x * p.z) * inv_n;
-        const float d = p.x - mean;
-        m2 = warp_sum(p.y + p.z * d * d);
-      } else {
-        mean = warp_sum(p.x) / N;
-        const float d = p.z > 0.f ? p.x / p.z - mean : 0.f;
-        m2 = warp_sum(p.y + p.z * d * d);
-      }
+      mean = warp_sum(p.x) / N;
+      const float d = p.z > 0.f ? p.x / p.z - mean : 0.f;
+      m2 = warp_sum(p.y + p.z * d * d);
       if (base + (long long)gridDim.x * RPB < M) __syncthreads();  // part[] is reused next round
     }
-    const float rstd = rsqrtf((SHORT ? m2 * inv_n : m2 / N) + eps);
+    const float rstd = rsqrtf(m2 / N + eps);
 
 #pragma unroll
     for (int k = 0; k < SLOTS; ++k) {

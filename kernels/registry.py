@@ -142,11 +142,10 @@ IMPLS: dict[str, Impl] = {
 
 # An explicit register-held configuration, for trying launch plans in a sweep without editing
 # the dispatcher: held_t<threads per row>[_r<rows per block>][_c<cache policy 0-5, plus 8 to load
-# gamma and beta with x, plus 16 for the short dependency chain>][_m<min blocks>][_o<at most this
-# many resident blocks per SM, by reserving shared memory>].
+# gamma and beta with x>][_m<min blocks>][_o<at most this many resident blocks per SM, by
+# reserving shared memory>].
 HELD_NAME = re.compile(
-    r"^held_t(?P<tpr>32|64|128|256|512|1024)(?:_r(?P<rpb>[124]))?(?:_c(?P<cache>[0-5]|[89]|1[0-36-9]|2[0-14-9]))?"
-    r"(?:_m(?P<minb>\d+))?"
+    r"^held_t(?P<tpr>32|64|128|256|512|1024)(?:_r(?P<rpb>[124]))?(?:_c(?P<cache>1[0-3]|[0-58-9]))?(?:_m(?P<minb>\d+))?"
     r"(?:_o(?P<cap>[1-8]))?$"
 )
 # The same for the shared-memory-staged kernel (aligned rows only): staged_t<threads>[_c<0-4>][_m<min blocks>].

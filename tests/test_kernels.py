@@ -58,8 +58,13 @@ def test_ours_covers_every_width():
 
 def test_held_plan_keeps_the_row_in_registers():
     assert held_for(768, 4, tpr=128) == Held(128, 2, 4)  # the seed's #52 layout: a quad plus a masked tail slot
-    assert held_for(768, 4) == Held(32, 6, 4, rpb=4)  # one warp per row, four rows per block
-    assert held_for(768, 4, m=8192) == Held(32, 6, 4, rpb=1)  # many rows: one warp per block
+    assert held_for(768, 4, m=2048) == Held(32, 6, 4, rpb=4)  # one warp per row, four rows per block
+    # from 12 MiB on, gamma and beta are loaded with x (cache bit 8), one warp per block
+    assert held_for(768, 4, m=4096) == Held(32, 6, 4, rpb=1, cache=8)
+    assert held_for(256, 4, m=8192) == Held(32, 2, 4, rpb=1)  # many small rows: one warp per block, no preload
+    assert held_for(1024, 4, m=8192) == Held(64, 4, 4, cache=8)
+    assert held_for(2048, 4, m=1024).cache == 0 and held_for(2048, 4, m=4096).cache == 8
+    assert held_for(16384, 4, m=4096).cache == 2  # no registers to spare for the preload
     assert held_for(2048, 4, m=8192).rpb == 1 and held_for(768, 1, m=8192).tpr == 128
     for n in (1, 768, 777, 1024, 2048, 4096, 8192, 16384):
         for vec in (1, 4):
@@ -72,14 +77,15 @@ def test_launch_configs():
     assert launch_config("block_tree", 4096, 768).grid == 4096
     assert launch_config("warp_row", 4096, 768).grid == 1024
     assert launch_config("ours", 1, 65536).kernel == "ln_block_tree"
-    assert launch_config("ours", 4096, 768) == Launch("ln_held<32,6,4,4,0,0>", 1024, 128)
-    assert launch_config("ours", 8192, 768) == Launch("ln_held<32,6,4,1,0,0>", 8192, 32)
-    assert launch_config("ours_2rows", 4096, 768).grid == 512
-    assert launch_config("ours", 4096, 4096) == Launch("ln_held<256,4,4,1,2,0>", 4096, 256)
-    assert launch_config("ours_nc", 4096, 4096) == Launch("ln_held<256,4,4,1,1,0>", 4096, 256)
-    assert launch_config("ours_2rows", 4096, 4096) == Launch("ln_held<256,4,4,2,2,0>", 2048, 512)
+    assert launch_config("ours", 2048, 768) == Launch("ln_held<32,6,4,4,0,0>", 512, 128)
+    assert launch_config("ours", 8192, 768) == Launch("ln_held<32,6,4,1,8,0>", 8192, 32)
+    assert launch_config("ours_2rows", 2048, 768).grid == 256
+    assert launch_config("ours", 4096, 4096) == Launch("ln_held<128,8,4,1,8,0>", 4096, 128)
+    assert launch_config("ours_nc", 4096, 4096) == Launch("ln_held<128,8,4,1,9,0>", 4096, 128)  # keeps the preload
+    assert launch_config("ours_2rows", 4096, 4096) == Launch("ln_held<128,8,4,2,8,0>", 2048, 256)
     assert launch_config("ours_gridstride", 4096, 4096, sm_count=132).grid == 8 * 132
-    assert launch_config("ours_cs", 4096, 768).kernel.endswith(",2,0>")
+    assert launch_config("ours_cs", 2048, 768).kernel.endswith(",2,0>")
+    assert launch_config("ours", 1024, 8192) == Launch("ln_held<256,8,4,1,8,0>", 1024, 256)
     assert launch_config("ours", 1024, 16384) == Launch("ln_held<512,8,4,1,2,0>", 1024, 512)
     assert launch_config("ours", 1024, 16383, vec=1).kernel.startswith("ln_held<1024,")
     assert launch_config("bulk_t512_s3_b1", 1024, 16384, sm_count=132) == Launch("ln_bulk<512,8,3,0,1>", 132, 512, 3 * 65536)

@@ -96,7 +96,7 @@ def test_one_kernel_writes_y_and_nothing_is_allocated(name):
     assert results == [None] * 3 and torch.isfinite(prob.y).all()
 
 
-@pytest.mark.parametrize("name", [n for n, i in IMPLS.items() if i.family == "ours"] + ["held_t128_c24", "held_t256_c16"])
+@pytest.mark.parametrize("name", [n for n, i in IMPLS.items() if i.family == "ours"] + ["held_t128_c8", "held_t256_c13"])
 def test_offset_mean(name):
     """Rows with mean 1000 and unit spread. The fp32 mean itself is off by ~1e-5 relative to the
     spread, so the bound is 1e-4; a variance from the sum of squares (E[x^2] - mean^2, both near
@@ -151,13 +151,10 @@ def test_bulk_plans_strided_rows(name):
 
 
 @pytest.mark.parametrize("shape", ["3x5", "5x8", "4096x777", "4096x768", "257x2048", "64x16384"])
-@pytest.mark.parametrize(
-    "name", ["held_t32_r4_c8", "held_t64_c10", "held_t128_c5", "held_t256_c13", "held_t512_c12", "held_t32_r2_c24", "held_t128_c16", "held_t256_c29"]
-)
+@pytest.mark.parametrize("name", ["held_t32_r4_c8", "held_t64_c10", "held_t128_c5", "held_t256_c13", "held_t512_c12"])
 def test_held_cache_policies(name, shape):
-    """Streaming loads with default stores (5), gamma and beta loaded with x (+8) and the short
-    dependency chain (+16), on the float4 path and the scalar one (odd widths), with rows that
-    leave threads or whole warps idle."""
+    """Streaming loads with default stores (5), and gamma and beta loaded with x (+8), on the
+    float4 path and the scalar one (odd widths), with rows that leave threads idle."""
     from kernels.registry import get
 
     from capture.harness import check
