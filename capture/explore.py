@@ -275,7 +275,8 @@ def main(argv: list[str] | None = None) -> None:
             best = sorted((r for r in mine if r["rel_err"] < 1e-5), key=lambda r: r["us"])
             print(f"{shape} outputs={outputs}", flush=True)
             for r in best[:8] + [r for r in mine if r["config"].startswith("impl")]:
-                print(f"  {r['us']:8.2f} us  {r['config']}  err={r['rel_err']:.1e}  k/call={r.get('kernels_per_call', '')}", flush=True)
+                calls = r.get("kernels_per_call", "")
+                print(f"  {r['us']:8.2f} us  {r['config']}  err={r['rel_err']:.1e}  k/call={calls}", flush=True)
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / "explore.json").write_text(json.dumps(rows, indent=1))  # after every shape: a crash keeps the rest
     print(summary(rows), flush=True)

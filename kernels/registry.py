@@ -126,7 +126,9 @@ IMPLS: dict[str, Impl] = {
         ),
         # What users run instead, from optional extras: nsys-tools[inductor] (torch alone), nsys-tools[liger].
         Impl("inductor", "control", "torch.compile of F.layer_norm into y, per shape, dynamic=False", "kernels.inductor_ln:make"),
-        Impl("liger", "control", "Liger-Kernel's Triton LayerNorm forward, its launch settings, into y", "kernels.liger_ln:make", max_n=65536),
+        Impl(
+            "liger", "control", "Liger-Kernel's Triton LayerNorm forward, its launch settings, into y", "kernels.liger_ln:make", max_n=65536
+        ),
         Impl("torch", "control", "torch.nn.functional.layer_norm", "kernels.torch_ln:make_layer_norm"),
         Impl(
             "copy",

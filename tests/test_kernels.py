@@ -159,3 +159,22 @@ def test_cluster_plans():
         launch_config("cluster_c4_t256", 4096, 4096, arch=80)
     with pytest.raises(UnsupportedShape, match="16 float4"):
         launch_config("cluster_c2_t32", 4, 4096)
+
+
+def test_explore_summary_of_an_h200_session():
+    """``capture.explore``'s closing table, rebuilt from the raw rows an H200 session wrote: the
+    same medians and ratios that session printed (explore-g0.log)."""
+    import json
+    from pathlib import Path
+
+    from capture.explore import summary
+
+    folder = Path(__file__).resolve().parents[1] / "reports" / "explore" / "controls-dispatch"
+    table = summary(json.loads((folder / "explore-g0.json").read_text()))
+    printed = (folder / "explore-g0.log").read_text()
+    lines = [line for line in table.splitlines() if line.startswith("| 4096x4096")]
+    assert lines == [
+        "| 4096x4096 | rotate | 33.20 | 33.23 held_t128_c8 | 40.21 | 34.35 | 33.63 | 52.00 | 32.45 | 0.987 | 1.023 |",
+        "| 4096x4096 | reuse | 33.34 | 33.38 held_t128_c8 | 40.06 | 34.30 | 33.62 | 51.82 | 32.83 | 0.992 | 1.016 |",
+    ]
+    assert all(line in printed for line in table.splitlines())

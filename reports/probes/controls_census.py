@@ -21,8 +21,9 @@ from nsys_tools.census import resources, sass_counts
 
 
 def main(folder: Path) -> None:
-    print("| kernel | tile | constants | warps | registers | shared B | ld.128 | st.128 | st.32 | barriers | shuffles | special | SASS |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    head = "kernel, tile, constants, warps, registers, shared B, ld.128, st.128, st.32, barriers, shuffles, special, SASS".split(", ")
+    print("| " + " | ".join(head) + " |")
+    print("|---|---|---|" + "---:|" * 8 + "---|---:|")
     lines = set()
     for cubin in sorted(folder.rglob("*.cubin")):
         meta = json.loads(cubin.with_suffix(".json").read_text())
