@@ -35,3 +35,7 @@ class CaptureError(NsysToolsError):
 
 class UsageError(NsysToolsError):
     """Arguments that parse but make no sense together (unknown shape, impl, ...)."""
+
+
+class PluginError(NsysToolsError):
+    """An op or implementation plugin that cannot be loaded or breaks the interface."""
