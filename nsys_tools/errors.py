@@ -39,3 +39,7 @@ class UsageError(NsysToolsError):
 
 class PluginError(NsysToolsError):
     """An op or implementation plugin that cannot be loaded or breaks the interface."""
+
+
+class ToolMissing(NsysToolsError):
+    """A compiler or binary tool a step needs (NVRTC, Triton, cuobjdump) is not installed."""

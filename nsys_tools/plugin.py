@@ -93,6 +93,10 @@ never mix precisions.
 baselines they are compared with in the same session. The report follows the first ``ours``
 implementation against the control across sessions.
 
+**The census.** An implementation whose code can be compiled without a GPU sets ``compile``:
+``nsys-tools census`` then counts registers, shared memory, loads, stores, barriers and shuffles
+in its cubin, and cross-checks them against a capture.
+
 **Bytes and FLOPs** per call are the op's (``Op.bytes_moved``, ``Op.flops``, the fewest an
 implementation must move and do); an implementation that computes something else (a copy as
 the bandwidth floor) overrides them and the reference through its own ``Impl`` fields. The
@@ -148,6 +152,27 @@ class Buffers:
         return f"Buffers(shape={self.shape}, {', '.join(self.tensors)})"
 
 
+def arch_number(arch: str) -> int:
+    """``"sm_90"`` (or ``"sm_90a"``) -> 90, for ``Impl.compile`` hooks; else ``UsageError``."""
+    m = re.fullmatch(r"sm_(\d+)a?", arch)
+    if not m:
+        raise UsageError(None, f"unknown architecture {arch!r}", "write it as sm_90, sm_89, sm_80, ...")
+    return int(m.group(1))
+
+
+@dataclass
+class Cubin:
+    """What the census reads (``nsys-tools census``): an implementation compiled for a target
+    without a GPU, as it would be launched at a shape. ``Impl.compile(shape, arch)`` returns it;
+    raise ``ToolMissing`` (``nsys_tools.errors``) when a compiler is not installed."""
+
+    kernel: str  # the function's (mangled) name in the cubin
+    cubin: bytes
+    grid: int  # blocks, x * y * z
+    block: int  # threads per block
+    dynamic_shared_bytes: int = 0  # requested at launch
+
+
 @dataclass(frozen=True)
 class Impl:
     """An implementation of an op.
@@ -168,6 +193,7 @@ class Impl:
     reference: Callable[[Buffers], Any] | None = None  # for an impl that computes something else than the op
     bytes_moved: Callable[[Shape], int | None] | None = None  # likewise, instead of Op.bytes_moved
     flops: Callable[[Shape], int | None] | None = None  # likewise, instead of Op.flops
+    compile: Callable[[Shape, str], Cubin] | None = None  # (shape, "sm_90") -> Cubin, for the census; no GPU
 
     def __post_init__(self) -> None:
         if not NAME_TEXT.match(self.name):
