@@ -8,7 +8,8 @@ rows in flight, blocks per SM, cache policy) and the registry's implementations,
 against a float64 reference first; ``--plans`` picks the kernels, ``--only`` limits it to names
 the registry knows. ``--timer flush`` (the default) is ``do_bench``: the L2 cleared before every
 call, the median of CUDA-event times. ``--timer rotate`` runs the calls back to back over buffer
-sets past twice the L2, as a sweep does, and reports the mean per call. This picks the
+sets past twice the L2, as a sweep does, and reports the mean per call; ``--outputs`` picks the
+sweep's output policy for it (one reused output, or one per set). This picks the
 dispatcher's table; the committed performance numbers come from Nsight Systems sweeps.
 """
 
@@ -22,9 +23,10 @@ import time
 from pathlib import Path
 
 from kernels.cuda import Held, Launch, compile_kernels, launch_config, launcher
-from kernels.registry import IMPLS, Problem, UnsupportedShape, get, parse_shape
+from kernels.layernorm import OP
+from kernels.registry import IMPLS, UnsupportedShape, get, problem
 
-from .harness import buffer_sets, check
+from .harness import OUTPUT_POLICIES, buffer_sets, check
 
 
 def held_candidates(m: int, n: int, sms: int) -> list[tuple[str, Launch]]:
@@ -88,12 +90,14 @@ def rotated_us(fns, reps: int = 7, calls: int = 60) -> float:
     return statistics.median(times[1:])
 
 
-def _problems(m: int, n: int, sets: int) -> list[Problem]:
+def _problems(m: int, n: int, sets: int, outputs: str = "rotate") -> list:
+    """``sets`` LayerNorm buffer sets; with ``outputs="reuse"`` they share one output."""
     import torch
 
     torch.manual_seed(0)
     gamma, beta = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
-    return [Problem(torch.randn(m, n, device="cuda"), torch.empty(m, n, device="cuda"), gamma, beta) for _ in range(sets)]
+    ys = [torch.empty(m, n, device="cuda") for _ in range(sets if outputs == "rotate" else 1)]
+    return [problem(torch.randn(m, n, device="cuda"), ys[k % len(ys)], gamma, beta) for k in range(sets)]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -111,14 +115,17 @@ def main(argv: list[str] | None = None) -> None:
         default="flush",
         help="flush: do_bench, the L2 cleared before each call; rotate: back-to-back calls over buffer sets past 2x the L2",
     )
+    p.add_argument("--outputs", choices=OUTPUT_POLICIES, default="reuse", help="with --timer rotate: cold or one reused output")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
     rows = []
     for shape in args.shapes.split(","):
-        m, n = parse_shape(shape)
-        probs = _problems(m, n, buffer_sets(m, n, props.L2_cache_size, "cold") if args.timer == "rotate" else 1)
+        m, n = OP.parse_shape(shape)
+        set_bytes = m * n * 4 * (2 if args.outputs == "rotate" else 1)
+        sets = buffer_sets(set_bytes, props.L2_cache_size, "cold") if args.timer == "rotate" else 1
+        probs = _problems(m, n, sets, args.outputs)
         plans = set(args.plans.split(","))
         cands = held_candidates(m, n, sms) if "held" in plans and not args.only else []
         names, kernels = [], [launch.kernel for _, launch in cands]
@@ -141,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append({"shape": shape, "config": label, "error": str(exc)})
         for label, fns, impl in entries:
             try:
-                err = check(impl or IMPLS["ours"], fns[0], probs[0])
+                err = check(OP, impl or IMPLS["ours"], fns[0], probs[0], torch.cuda.synchronize)
                 if args.timer == "rotate":
                     us = rotated_us(fns)
                 else:

@@ -12,7 +12,9 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from .registry import BULK_NAME, CLUSTER_NAME, HELD_MAX_N, HELD_NAME, STAGED_NAME, Problem, UnsupportedShape
+from nsys_tools.plugin import Buffers
+
+from .registry import BULK_NAME, CLUSTER_NAME, HELD_MAX_N, HELD_NAME, STAGED_NAME, UnsupportedShape
 
 SOURCE = Path(__file__).with_name("layernorm.cu")
 NVRTC_OPTIONS = ("--std=c++17",)
@@ -174,7 +176,7 @@ def _cluster_config(variant: str, m: int, n: int, cs: int, tpb: int, cache: int)
     return Launch(f"ln_cluster<{cs},{tpb},{slots},{cache}>", m * cs, tpb)
 
 
-def vec_width(problem: Problem) -> int:
+def vec_width(problem: Buffers) -> int:
     """4 when every row of x and y starts on a 16-byte boundary and N % 4 == 0, else 1."""
     m, n = problem.shape
     tensors = (problem.x, problem.y, problem.gamma, problem.beta)
@@ -196,7 +198,7 @@ def compile_kernels(names: list[str]) -> dict[str, object]:
     return {name: module.get_function(name) for name in names}
 
 
-def launcher(problem: Problem, plan: Launch):
+def launcher(problem: Buffers, plan: Launch):
     """A no-argument launcher of ``plan`` on ``problem``'s buffers (arguments converted once)."""
     import cupy as cp
     import numpy as np
@@ -226,7 +228,7 @@ def launcher(problem: Problem, plan: Launch):
     return launch
 
 
-def make(problem: Problem, variant: str):
+def make(problem: Buffers, variant: str):
     """Registry factory: the launcher of ``variant`` planned for ``problem``'s shape and alignment."""
     import torch
 

@@ -387,6 +387,31 @@ def resolve(target: str) -> Any:
     return obj
 
 
+def installed_entry_points() -> list:
+    """The ``nsys_tools.ops`` entry points of every installed distribution. Run from a source
+    checkout that was never installed (a GPU machine without the analysis stack), the checkout's
+    own ``pyproject.toml`` declares those of nsys-tools itself."""
+    from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
+
+    found = list(entry_points(group=OPS_GROUP))
+    try:
+        distribution("nsys-tools")
+        return found
+    except PackageNotFoundError:
+        pass
+    import tomllib
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    try:
+        project = tomllib.loads(pyproject.read_text()).get("project", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return found
+    if project.get("name") != "nsys-tools":
+        return found
+    declared = project.get("entry-points", {}).get(OPS_GROUP, {})
+    return found + [EntryPoint(name, value, OPS_GROUP) for name, value in declared.items()]
+
+
 class Registry:
     """The ops known here: the entry-point group's, then each ``--plugin``'s (a later definition
     of a name replaces an earlier one). ``sources`` lists what was loaded, absolute, so that a
@@ -402,9 +427,7 @@ class Registry:
             self.add_plugin(spec)
 
     def _entry_points(self) -> None:
-        from importlib.metadata import entry_points
-
-        for ep in sorted(entry_points(group=OPS_GROUP), key=lambda e: e.name):
+        for ep in sorted(installed_entry_points(), key=lambda e: e.name):
             try:
                 obj = ep.load()
             except Exception as exc:
@@ -445,7 +468,13 @@ class Registry:
             raise PluginError(source, f"op name {op.name!r} is not usable in an NVTX range", "use letters, digits, _ . + -")
         self.ops[op.name] = op
 
-    def op(self, name: str) -> Op:
+    def op(self, name: str | None = None) -> Op:
+        """The op called ``name``; without a name, the only op known (else ``UsageError``)."""
+        if not name:
+            if len(self.ops) != 1:
+                known = ", ".join(sorted(self.ops)) or "none"
+                raise UsageError(None, f"choose an op with --op (known: {known})", "or load yours with --plugin")
+            return next(iter(self.ops.values()))
         if name not in self.ops:
             known = ", ".join(sorted(self.ops)) or "none"
             raise UsageError(None, f"unknown op {name!r} (known: {known})", "load yours with --plugin file.py or --plugin pkg.module")
