@@ -114,6 +114,15 @@ def prepare(
     return launchers, checks, errors, unsupported
 
 
+def setup(op: Op, impls: Sequence[Impl], sets: list[Buffers], sync: Callable[[], None] = lambda: None):
+    """``prepare``, failing with one line when no implementation can run at all."""
+    launchers, checks, errors, unsupported = prepare(op, impls, sets, sync)
+    if not launchers:
+        why = "; ".join(f"{k}: {v}" for k, v in {**errors, **unsupported}.items())
+        raise NsysToolsError(None, f"no implementation of {op.name} ran at {op.format_shape(sets[0].shape)}", why)
+    return launchers, checks, errors, unsupported
+
+
 def describe(op: Op, impl: Impl, shape: tuple[int, ...], outputs: str) -> dict[str, Any]:
     """What a report needs to know about one implementation without loading its plugin."""
     return {
@@ -152,11 +161,8 @@ def run(args: argparse.Namespace) -> dict:
     props = torch.cuda.get_device_properties(dev)
     l2 = props.L2_cache_size
     sets = make_sets(op, shape, "cuda", l2, args.l2, args.outputs)
-    launchers, checks, errors, unsupported = prepare(op, impls, sets, torch.cuda.synchronize)
+    launchers, checks, errors, unsupported = setup(op, impls, sets, torch.cuda.synchronize)
     names = list(launchers)
-    if not names:
-        why = "; ".join(f"{k}: {v}" for k, v in {**errors, **unsupported}.items())
-        raise NsysToolsError(None, f"no implementation of {op.name} ran at {shape_text}", why)
     t_setup = time.perf_counter()
 
     calls = 0

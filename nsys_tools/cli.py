@@ -274,6 +274,11 @@ def capture_sweep(
     runner = SweepRunner(spec, _out(out), nsys=nsys, resume=resume, wait=not no_wait, keep_rep=keep_rep, argv=sys.argv, commit=commit)
     manifest = _run_with_progress(runner, spec.shapes)
     failed = [s for s, e in manifest["shapes"].items() if e.get("status") != "ok"]
+    if failed and len(failed) == len(manifest["shapes"]):
+        from .errors import CaptureError
+
+        first = manifest["shapes"][failed[0]]
+        raise CaptureError(runner.out / "manifest.json", f"no shape was captured ({failed[0]}: {first.get('error')})")
     stderr.print(
         f"Sweep written to {runner.out} in {manifest['wall_s']:.1f} s" + (f"; not complete: {', '.join(failed)}" if failed else ""),
         markup=False,

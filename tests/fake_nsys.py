@@ -8,7 +8,8 @@ implementations renamed to the ones asked for. ``nsys export`` then writes a rea
 sweep with its NVTX ranges renamed the same way. For any other program, ``profile`` runs it and
 keeps its exit code; its export is a copy of ``$FAKE_EXPORT``.
 
-Shapes listed in ``$FAKE_FAIL`` fail as a CUDA program out of memory would.
+Shapes listed in ``$FAKE_FAIL`` fail as a CUDA program out of memory would. With
+``$FAKE_SETUP`` set, the harness's setup runs for real first, on the CPU (for NumPy ops).
 """
 
 from __future__ import annotations
@@ -38,6 +39,15 @@ def profile_harness(argv: list[str], rep: Path) -> int:
     if shape in os.environ.get("FAKE_FAIL", "").split(","):
         print("CUDA error: out of memory", file=sys.stderr)
         return 3
+    if os.environ.get("FAKE_SETUP"):  # an op whose buffers need no GPU: set it up for real
+        from capture.harness import make_sets, setup
+        from nsys_tools.errors import NsysToolsError
+
+        try:
+            setup(op, impls, make_sets(op, op.parse_shape(shape), "cpu", 0, args.l2, args.outputs))
+        except NsysToolsError as err:
+            print(f"Error: {err}", file=sys.stderr)
+            return 1
     names = [i.name for i in impls][: len(DEMO_IMPLS)]
     record = json.loads((DEMO / f"{DEMO_SHAPE}.harness.json").read_text())
     rename = dict(zip(DEMO_IMPLS, names, strict=False))

@@ -9,6 +9,7 @@ the manifest, and the plugins handed to the harness in its own process and folde
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import stat
 import sys
@@ -167,3 +168,112 @@ def test_capture_side_imports_without_polars():
 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ})
     assert done.returncode == 0, done.stderr
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "softmax_op.py"
+SCALE = Path(__file__).resolve().parent / "plugins" / "scale_op.py"
+
+
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from nsys_tools.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--plugin", "no_such_plugin.py"], "no_such_plugin.py: no such plugin file"),
+        (["--op", "layernorm", "--impls", "ours,triton,kernels.torch_ln:make_nothing"], "kernels.torch_ln: has no 'make_nothing'"),
+        (["--plugin", str(EXAMPLE), "--op", "softmax", "--shapes", "4096"], "unknown softmax shape '4096'"),
+        (["--plugin", str(EXAMPLE)], "choose an op with --op (known: layernorm, softmax)"),
+    ],
+)
+def test_bad_plugins_get_one_error_line(fake_nsys, tmp_path, args, message):
+    res = _cli("capture", "sweep", *args, "--nsys", str(fake_nsys), "--out", str(tmp_path / "s"))
+    assert res.exit_code == 1, res.output
+    assert message in res.stderr and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    assert not (tmp_path / "s").exists()  # refused before anything was written
+
+
+def test_a_factory_that_raises_fails_the_shape_in_one_line(fake_nsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_SETUP", "1")
+    args = ["--plugin", str(SCALE), "--op", "scale", "--impls", "raises", "--control", "raises", "--shapes", "4x8"]
+    res = _cli("capture", "sweep", *args, "--nsys", str(fake_nsys), "--out", str(tmp_path / "s"), "--ledger", str(tmp_path / "l"))
+    assert res.exit_code == 1
+    error = [line for line in res.stderr.splitlines() if line.startswith("Error:")]
+    assert len(error) == 1 and "no implementation of scale ran at 4x8; raises: ValueError: the kernel did not compile" in error[0]
+    assert (tmp_path / "s" / "manifest.json").exists()  # what was written stays
+
+
+def test_the_example_op_end_to_end(fake_nsys, tmp_path, monkeypatch):
+    """A user's op, no file of the package edited: capture sweep with the plugin file, then the
+    report and the issue comment, which know its implementations, bytes and output policies from
+    what the harness recorded."""
+    monkeypatch.chdir(tmp_path)  # the plugin path reaches the harness, which runs elsewhere, absolute
+    out = tmp_path / "softmax-sweep"
+    args = ["--plugin", os.path.relpath(EXAMPLE), "--op", "softmax"]
+    res = _cli("capture", "sweep", *args, "--shapes", "4096x1000", "--nsys", str(fake_nsys), "--out", str(out), "--ledger", "l.sqlite")
+    assert res.exit_code == 0, res.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["spec"]["op"] == "softmax" and manifest["spec"]["control"] == "torch" and manifest["spec"]["outputs"] == "reuse"
+    assert manifest["spec"]["impls"] == ["rowwise", "torch", "torch_alloc", "copy"] and manifest["spec"]["title"] == "Softmax"
+    summary = sweep_reader.summary(sweep_reader.load(out))
+    rows = {r["impl"]: r for r in summary.iter_rows(named=True)}
+    assert set(rows) == {"rowwise", "torch", "torch_alloc", "copy"} and {r["op"] for r in rows.values()} == {"softmax"}
+    assert rows["rowwise"]["bytes"] == 2 * 4096 * 1000 * 4 and rows["rowwise"]["flops"] == 4 * 4096 * 1000
+    assert rows["torch_alloc"]["outputs"] == "allocates" and rows["rowwise"]["outputs"] == "reuse"
+    res = _cli("report", str(out), "--issue", "--ledger", "l.sqlite", "--charts", str(tmp_path / "charts"))
+    assert res.exit_code == 0, res.stderr
+    md = res.stdout
+    assert md.startswith("### Softmax: rowwise, torch, torch_alloc, copy (control: torch)")
+    assert "Outputs: reuse (every implementation writes the same buffer at a shape" in md
+    assert "except torch_alloc †, which allocates its output inside the call" in md
+    assert "| shape | rowwise | torch\\_alloc † | copy |" in md  # marked in the ratio table too
+    assert "Warning: the implementations did not all run under one output policy" in md
+    assert "% of copy)" in md
+
+
+def _program(tmp_path: Path, code: int) -> list[str]:
+    script = tmp_path / f"bench{code}.py"
+    script.write_text(f"import sys\nprint('timing 3 rounds')\nsys.exit({code})\n")
+    return [sys.executable, str(script)]
+
+
+def test_capture_run_bookkeeping(fake_nsys, tmp_path, monkeypatch):
+    """capture run: the program runs under (fake) nsys; its export, scrubbed, manifest and GPU
+    state land in a folder that report and report --issue read, with no event spans."""
+    monkeypatch.setenv("FAKE_EXPORT", str(DEMO / "1024x2048.sqlite"))
+    out = tmp_path / "run"
+    args = ["--control", "triton", "--outputs", "rotate", "--nsys", str(fake_nsys), "--out", str(out), "--ledger", str(tmp_path / "l")]
+    res = _cli("capture", "run", *args, "--", *_program(tmp_path, 0))
+    assert res.exit_code == 0, res.stderr
+    assert "layernorm/ours/1024x2048/cold (3 rounds)" in res.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "run" and manifest["spec"]["program"][-1].endswith("bench0.py")
+    entry = manifest["captures"]["capture"]
+    assert entry["status"] == "ok" and entry["ranges"]["layernorm/triton/1024x2048/cold"] == 3
+    assert sorted(p.name for p in out.iterdir()) == ["capture.harness.json", "capture.sqlite", "manifest.json"]
+    loaded = sweep_reader.load(out)
+    assert not loaded.has_spans and loaded.outputs == "rotate"
+    summary = sweep_reader.summary(loaded)
+    assert summary.height == 4 and summary["span_median_ns"].is_null().all()
+    res = _cli("report", str(out), "--issue", "--ledger", str(tmp_path / "l"), "--charts", str(tmp_path / "c"))
+    assert res.exit_code == 0, res.stderr
+    assert "#### Event span: absent" in res.stdout and "captured with `nsys-tools capture run`" in res.stdout
+    assert "**Correctness.** Not checked by nsys-tools" in res.stdout
+
+
+def test_capture_run_failures_are_one_line(fake_nsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_EXPORT", str(DEMO / "1024x2048.sqlite"))
+    res = _cli("capture", "run", "--nsys", str(fake_nsys), "--out", str(tmp_path / "a"), "--", *_program(tmp_path, 3))
+    assert res.exit_code == 1 and "the program failed (exit 3)" in res.stderr and "timing 3 rounds" in res.stderr
+    assert len([line for line in res.stderr.splitlines() if line.startswith("Error:")]) == 1
+    plain = Path(__file__).parent / "fixtures" / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
+    monkeypatch.setenv("FAKE_EXPORT", str(plain))
+    res = _cli("capture", "run", "--nsys", str(fake_nsys), "--out", str(tmp_path / "b"), "--", *_program(tmp_path, 0))
+    assert res.exit_code == 1 and "emitted no NVTX range named <op>/<impl>/<shape>/<l2>/r<round>" in res.stderr
+    res = _cli("capture", "run", "--nsys", str(fake_nsys), "--out", str(tmp_path / "c"))
+    assert res.exit_code == 2  # no program: a usage error
