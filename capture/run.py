@@ -97,11 +97,15 @@ class ProgramRunner(CaptureRunner):
         sampler.phase("run")
         t0 = time.perf_counter()
         with log.open("w") as fh:
-            done = subprocess.run(self.nsys_command(rep, self.spec_.program), stdout=fh, stderr=subprocess.STDOUT, env=child_env([]))
+            done = subprocess.run(
+                self.nsys_command(rep, self.spec_.program), stdout=fh, stderr=subprocess.STDOUT, env=child_env([])
+            )
         sampler.stop()
         seconds = time.perf_counter() - t0
         if done.returncode != 0:
-            raise CaptureError(rep.with_suffix(".nsys-rep"), f"the program failed (exit {done.returncode}): {tail(log)}", "see its output")
+            raise CaptureError(
+                rep.with_suffix(".nsys-rep"), f"the program failed (exit {done.returncode}): {tail(log)}", "see its output"
+            )
         record = {
             "harness": "external",
             "program": self.spec_.program,

@@ -61,7 +61,9 @@ class SweepSpec:
         if not self.control:
             raise UsageError(None, f"no control among --impls (the op's is {op.control})", "add it, or name one with --control")
         if self.control not in names:
-            raise UsageError(None, f"control {self.control!r} is not among --impls", "add it to --impls, or name another --control")
+            raise UsageError(
+                None, f"control {self.control!r} is not among --impls", "add it to --impls, or name another --control"
+            )
         if min(self.rounds, self.iters) < 1 or self.warmup < 0:
             raise UsageError(None, "rounds and iters must be at least 1, warmup at least 0")
         if self.l2 not in L2_MODES:
@@ -125,4 +127,6 @@ class SweepRunner(CaptureRunner):
         with log.open("w") as fh:
             done = subprocess.run(self.nsys_command(rep, harness), stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=work)
         if done.returncode != 0:
-            raise CaptureError(rep.with_suffix(".nsys-rep"), f"profiling failed (exit {done.returncode}): {tail(log)}", "see the log")
+            raise CaptureError(
+                rep.with_suffix(".nsys-rep"), f"profiling failed (exit {done.returncode}): {tail(log)}", "see the log"
+            )

@@ -227,7 +227,9 @@ class Outputs(str, Enum):
 def capture_sweep(
     op: Annotated[Optional[str], typer.Option(help="Op to capture (default: the only one installed).")] = None,
     plugin: PluginOption = None,
-    shapes: Annotated[Optional[str], typer.Option(help="Comma-separated shapes, as the op writes them (default: the op's).")] = None,
+    shapes: Annotated[
+        Optional[str], typer.Option(help="Comma-separated shapes, as the op writes them (default: the op's).")
+    ] = None,
     impls: Annotated[
         Optional[str],
         typer.Option(help="Comma-separated implementations: names, or pkg.module:factory (default: the op's)."),
@@ -271,7 +273,9 @@ def capture_sweep(
         l2=l2.value,
         outputs=outputs.value,
     )
-    runner = SweepRunner(spec, _out(out), nsys=nsys, resume=resume, wait=not no_wait, keep_rep=keep_rep, argv=sys.argv, commit=commit)
+    runner = SweepRunner(
+        spec, _out(out), nsys=nsys, resume=resume, wait=not no_wait, keep_rep=keep_rep, argv=sys.argv, commit=commit
+    )
     manifest = _run_with_progress(runner, spec.shapes)
     failed = [s for s, e in manifest["shapes"].items() if e.get("status") != "ok"]
     if failed and len(failed) == len(manifest["shapes"]):
@@ -280,7 +284,8 @@ def capture_sweep(
         first = manifest["shapes"][failed[0]]
         raise CaptureError(runner.out / "manifest.json", f"no shape was captured ({failed[0]}: {first.get('error')})")
     stderr.print(
-        f"Sweep written to {runner.out} in {manifest['wall_s']:.1f} s" + (f"; not complete: {', '.join(failed)}" if failed else ""),
+        f"Sweep written to {runner.out} in {manifest['wall_s']:.1f} s"
+        + (f"; not complete: {', '.join(failed)}" if failed else ""),
         markup=False,
     )
     _add_to_ledger(runner.out, ledger)
@@ -307,8 +312,12 @@ def capture_run(
     name: Annotated[str, typer.Option(help="Name of the export in the folder: <name>.sqlite.")] = "capture",
     out: Annotated[Optional[Path], typer.Option(help="Capture folder (default reports/sweeps/<UTC time>).")] = None,
     nsys: Annotated[Optional[Path], typer.Option(help="nsys executable (default: $NSYS, then PATH).")] = None,
-    no_wait: Annotated[bool, typer.Option("--no-wait", help="Fail instead of waiting when another capture holds the GPU.")] = False,
-    keep_rep: Annotated[bool, typer.Option("--keep-rep", help="Keep the .nsys-rep file (it holds the unscrubbed environment).")] = False,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Fail instead of waiting when another capture holds the GPU.")
+    ] = False,
+    keep_rep: Annotated[
+        bool, typer.Option("--keep-rep", help="Keep the .nsys-rep file (it holds the unscrubbed environment).")
+    ] = False,
     commit: Annotated[Optional[str], typer.Option(help="Commit to record when the tree is not a git checkout.")] = None,
     ledger: LedgerOption = None,
 ) -> None:
@@ -441,7 +450,9 @@ def compare(
         worse = C.regressions(table, fail_on_regression)
         if worse.height:
             keys = [c for c in worse.columns if c in a.keys]
-            rows = "; ".join(f"{'/'.join(map(str, r[:len(keys)]))} {r[-1]:.3f}" for r in worse.select(*keys, "ratio").iter_rows())
+            rows = "; ".join(
+                f"{'/'.join(map(str, r[: len(keys)]))} {r[-1]:.3f}" for r in worse.select(*keys, "ratio").iter_rows()
+            )
             stderr.print(f"Regression beyond {fail_on_regression:g}%: {rows}", markup=False)
             raise typer.Exit(3)
 
@@ -550,7 +561,9 @@ def history(
 def census(
     op: Annotated[Optional[str], typer.Option(help="Op (default: the only one installed).")] = None,
     plugin: PluginOption = None,
-    shape: Annotated[Optional[str], typer.Option(help="Shape the kernels are compiled and launched for (default: the op's first).")] = None,
+    shape: Annotated[
+        Optional[str], typer.Option(help="Shape the kernels are compiled and launched for (default: the op's first).")
+    ] = None,
     impls: Annotated[
         Optional[str], typer.Option(help="Comma-separated implementations with a census hook (default: the op's that have one).")
     ] = None,

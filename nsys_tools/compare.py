@@ -123,7 +123,9 @@ def compare(base: Capture, new: Capture, *, session_sd: float = 0.0, level: floa
             "clusters": f"{_count(ga)}/{_count(gb)}",
         }
         if ga is None or gb is None:
-            rows.append(row | {"ratio": None, "ci_lo": None, "ci_hi": None, "verdict": "only in " + ("new" if ga is None else "base")})
+            rows.append(
+                row | {"ratio": None, "ci_lo": None, "ci_hi": None, "verdict": "only in " + ("new" if ga is None else "base")}
+            )
             continue
         r, lo, hi = metrics.ratio_ci(
             gb["duration_ns"], ga["duration_ns"], gb["cluster"], ga["cluster"], session_sd=session_sd, level=level, seed=seed
@@ -172,8 +174,10 @@ def markdown(base: Capture, new: Capture, table: pl.DataFrame, method_text: str)
     lines = [f"**Base:** {side(base)}  \n**New:** {side(new)}\n"]
     diff = differences(base, new)
     if diff:
-        lines.append("**The two captures differ:** " + "; ".join(escape(d) for d in diff) + ". Ratios across them mix that "
-                     "difference with the code's.\n")
+        lines.append(
+            "**The two captures differ:** " + "; ".join(escape(d) for d in diff) + ". Ratios across them mix that "
+            "difference with the code's.\n"
+        )
     counts = table["verdict"].value_counts(sort=True)
     tally = ", ".join(f"{n} {v}" for v, n in counts.iter_rows())
     lines.append(f"{method_text} Rows: {tally}.\n")
@@ -184,5 +188,9 @@ def markdown(base: Capture, new: Capture, table: pl.DataFrame, method_text: str)
     for r in table.iter_rows(named=True):
         ratio = "–" if r["ratio"] is None else f"{r['ratio']:.3f} ({r['ci_lo']:.3f}–{r['ci_hi']:.3f})"
         cells = [escape(shorten(str(r[k]))) for k in keys] + [us(r["base_median_ns"]), us(r["new_median_ns"]), ratio]
-        lines.append("| " + " | ".join([*cells, "**" + r["verdict"] + "**" if r["verdict"] in ("faster", "slower") else r["verdict"]]) + " |")
+        lines.append(
+            "| "
+            + " | ".join([*cells, "**" + r["verdict"] + "**" if r["verdict"] in ("faster", "slower") else r["verdict"]])
+            + " |"
+        )
     return "\n".join(lines) + "\n"

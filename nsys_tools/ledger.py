@@ -17,8 +17,8 @@ writes a reused buffer is faster than one that writes cold ones). A band needs
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl

@@ -7,8 +7,12 @@ integer nanoseconds in, float nanoseconds out for the interpolated statistics.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import polars as pl
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def distribution(col: str) -> dict[str, pl.Expr]:
@@ -54,7 +58,7 @@ def summarize(ops: pl.LazyFrame, by: Sequence[str], col: str = "duration_ns") ->
 CHUNK_VALUES = 20_000_000
 
 
-def _clusters(values: pl.Series, clusters: pl.Series | None) -> dict[object, "np.ndarray"]:
+def _clusters(values: pl.Series, clusters: pl.Series | None) -> dict[object, np.ndarray]:
     """``{cluster label: sorted values}``; a single cluster when ``clusters`` is None. Sorted
     first: the samples' order depends on joins, the interval must not."""
     import numpy as np
@@ -66,7 +70,7 @@ def _clusters(values: pl.Series, clusters: pl.Series | None) -> dict[object, "np
     return {label: np.sort(v[c == label]) for label in sorted(set(c.tolist()))}
 
 
-def _medians(groups: list, picks: "np.ndarray", rng) -> "np.ndarray":
+def _medians(groups: list, picks: np.ndarray, rng) -> np.ndarray:
     """Medians of hierarchical bootstrap samples: replicate b takes the clusters ``picks[b]``
     (drawn with replacement) and, within each, as many values as it holds, with replacement."""
     import numpy as np

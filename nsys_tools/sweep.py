@@ -213,11 +213,14 @@ def _from_plugin(sweep: Sweep, op_name: str, impl_name: str, shape: str) -> dict
     if op is None:
         return unknown
     try:
-        impl = op.impl(impl_name)
-        work = op.work(impl, op.parse_shape(shape))
-    except NsysToolsError:  # an implementation or shape this installation does not know
+        dims = op.parse_shape(shape)
+    except NsysToolsError:  # a shape the op does not know
         return unknown
-    return {"family": impl.family, "outputs": "allocates" if impl.allocates else sweep.outputs, **work}
+    try:
+        impl = op.impl(impl_name)
+    except NsysToolsError:  # a program's own implementation: the op's bytes and FLOPs still hold
+        return {**unknown, "bytes": op.bytes_moved(dims), "flops": op.flops(dims)}
+    return {"family": impl.family, "outputs": "allocates" if impl.allocates else sweep.outputs, **op.work(impl, dims)}
 
 
 def summary(sweep: Sweep) -> pl.DataFrame:
@@ -239,7 +242,9 @@ def summary(sweep: Sweep) -> pl.DataFrame:
     impl_order = {s: k for k, s in enumerate(sweep.spec.get("impls", []))}
     return (
         out.join(implementations(sweep, out), on=["op", "impl", "shape"], how="left")
-        .with_columns(gbps=pl.col("bytes") / pl.col("kernel_median_ns"), tflops=pl.col("flops") / pl.col("kernel_median_ns") / 1000)
+        .with_columns(
+            gbps=pl.col("bytes") / pl.col("kernel_median_ns"), tflops=pl.col("flops") / pl.col("kernel_median_ns") / 1000
+        )
         .with_columns(
             _s=pl.col("shape").replace_strict(order, default=len(order)),
             _i=pl.col("impl").replace_strict(impl_order, default=len(impl_order)),

@@ -60,7 +60,10 @@ def profile_harness(argv: list[str], rep: Path) -> int:
         impls=names,
         implementations={i.name: describe(op, i, op.parse_shape(shape), args.outputs) for i in impls[: len(names)]},
         checks={rename[k]: v for k, v in record["checks"].items() if k in rename},
-        spans={"impl": [rename[spans["impl"][k]] for k in keep], **{c: [spans[c][k] for k in keep] for c in ("round", "span_ns")}},
+        spans={
+            "impl": [rename[spans["impl"][k]] for k in keep],
+            **{c: [spans[c][k] for k in keep] for c in ("round", "span_ns")},
+        },
     )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{shape}.harness.json").write_text(json.dumps(record))

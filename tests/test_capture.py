@@ -11,10 +11,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import stat
 import sys
 import tempfile
-import textwrap
 import threading
 from pathlib import Path
 
@@ -122,14 +120,19 @@ def test_sweep_records_failures_and_resumes(fake_nsys, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_FAIL", "")
     stages.clear()
     before = (out / "4096x768.sqlite").stat().st_mtime_ns
-    manifest = SweepRunner(SweepSpec(outputs="rotate"), out, nsys=fake_nsys, resume=True, progress=lambda s, st, d: stages.append((s, st))).run()
+    manifest = SweepRunner(
+        SweepSpec(outputs="rotate"), out, nsys=fake_nsys, resume=True, progress=lambda s, st, d: stages.append((s, st))
+    ).run()
     assert {s: e["status"] for s, e in manifest["shapes"].items()} == dict.fromkeys(status, "ok")
     assert ("4096x768", "skipped") in stages and ("1024x2048", "ok") in stages
     assert (out / "4096x768.sqlite").stat().st_mtime_ns == before
     summary = sweep_reader.summary(sweep_reader.load(out))
     assert summary.height == 16 and set(summary["shape"]) == set(status)
     assert dict(summary.select("impl", "outputs").unique().iter_rows()) == {
-        "ours": "rotate", "triton": "rotate", "torch": "allocates", "copy": "rotate"
+        "ours": "rotate",
+        "triton": "rotate",
+        "torch": "allocates",
+        "copy": "rotate",
     }
 
 
@@ -139,7 +142,18 @@ def test_cli_sweep_adds_itself_to_the_ledger(fake_nsys, tmp_path):
     from nsys_tools import ledger
     from nsys_tools.cli import app
 
-    args = ["capture", "sweep", "--op", "layernorm", "--shapes", "4096x768", "--nsys", str(fake_nsys), "--out", str(tmp_path / "s")]
+    args = [
+        "capture",
+        "sweep",
+        "--op",
+        "layernorm",
+        "--shapes",
+        "4096x768",
+        "--nsys",
+        str(fake_nsys),
+        "--out",
+        str(tmp_path / "s"),
+    ]
     res = CliRunner().invoke(app, [*args, "--ledger", str(tmp_path / "l.sqlite")])
     assert res.exit_code == 0, res.stderr
     assert res.stdout.strip() == str(tmp_path / "s")
@@ -186,7 +200,10 @@ def _cli(*args: str):
     "args, message",
     [
         (["--plugin", "no_such_plugin.py"], "no_such_plugin.py: no such plugin file"),
-        (["--op", "layernorm", "--impls", "ours,triton,kernels.torch_ln:make_nothing"], "kernels.torch_ln: has no 'make_nothing'"),
+        (
+            ["--op", "layernorm", "--impls", "ours,triton,kernels.torch_ln:make_nothing"],
+            "kernels.torch_ln: has no 'make_nothing'",
+        ),
         (["--plugin", str(EXAMPLE), "--op", "softmax", "--shapes", "4096"], "unknown softmax shape '4096'"),
         (["--plugin", str(EXAMPLE)], "choose an op with --op (known: layernorm, softmax)"),
     ],
@@ -215,10 +232,14 @@ def test_the_example_op_end_to_end(fake_nsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the plugin path reaches the harness, which runs elsewhere, absolute
     out = tmp_path / "softmax-sweep"
     args = ["--plugin", os.path.relpath(EXAMPLE), "--op", "softmax"]
-    res = _cli("capture", "sweep", *args, "--shapes", "4096x1000", "--nsys", str(fake_nsys), "--out", str(out), "--ledger", "l.sqlite")
+    res = _cli(
+        "capture", "sweep", *args, "--shapes", "4096x1000", "--nsys", str(fake_nsys), "--out", str(out), "--ledger", "l.sqlite"
+    )
     assert res.exit_code == 0, res.stderr
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["spec"]["op"] == "softmax" and manifest["spec"]["control"] == "torch" and manifest["spec"]["outputs"] == "reuse"
+    assert (
+        manifest["spec"]["op"] == "softmax" and manifest["spec"]["control"] == "torch" and manifest["spec"]["outputs"] == "reuse"
+    )
     assert manifest["spec"]["impls"] == ["rowwise", "torch", "torch_alloc", "copy"] and manifest["spec"]["title"] == "Softmax"
     summary = sweep_reader.summary(sweep_reader.load(out))
     rows = {r["impl"]: r for r in summary.iter_rows(named=True)}
@@ -247,7 +268,18 @@ def test_capture_run_bookkeeping(fake_nsys, tmp_path, monkeypatch):
     state land in a folder that report and report --issue read, with no event spans."""
     monkeypatch.setenv("FAKE_EXPORT", str(DEMO / "1024x2048.sqlite"))
     out = tmp_path / "run"
-    args = ["--control", "triton", "--outputs", "rotate", "--nsys", str(fake_nsys), "--out", str(out), "--ledger", str(tmp_path / "l")]
+    args = [
+        "--control",
+        "triton",
+        "--outputs",
+        "rotate",
+        "--nsys",
+        str(fake_nsys),
+        "--out",
+        str(out),
+        "--ledger",
+        str(tmp_path / "l"),
+    ]
     res = _cli("capture", "run", *args, "--", *_program(tmp_path, 0))
     assert res.exit_code == 0, res.stderr
     assert "layernorm/ours/1024x2048/cold (3 rounds)" in res.stderr

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from kernels.layernorm import OP
 from nsys_tools import census
-from nsys_tools.plugin import UnsupportedShape
 from nsys_tools.cli import app
+from nsys_tools.plugin import UnsupportedShape
 
 DEMO = Path(__file__).resolve().parents[1] / "reports" / "sweeps" / "20261129-183449-quiet"
 runner = CliRunner()

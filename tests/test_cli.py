@@ -43,7 +43,10 @@ def test_report_csv_and_json_columns():
         (["report", str(FIXTURES / "bad-input" / "empty.sqlite")], "CUDA was traced but no kernel ran"),
         (["capture", "sweep", "--shapes", "4096"], "Error: unknown layernorm shape '4096'"),
         (["capture", "sweep", "--impls", "ours,cutlass"], "unknown implementation 'cutlass'"),
-        (["history", "--shape", "4096x768", "--impl", "ours", "--ledger", "no-ledger.sqlite"], "no-ledger.sqlite: no ledger here"),
+        (
+            ["history", "--shape", "4096x768", "--impl", "ours", "--ledger", "no-ledger.sqlite"],
+            "no-ledger.sqlite: no ledger here",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_1(args, message):

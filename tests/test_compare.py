@@ -64,8 +64,9 @@ def test_session_noise_comes_from_replicated_quiet_sessions():
 
 
 def test_exports_of_two_nsys_versions():
-    a, b = compare.open_capture(EXPORTS / "layernorm-3impl-nsys2024.2.sqlite"), compare.open_capture(
-        EXPORTS / "layernorm-3impl-nsys2025.3.sqlite"
+    a, b = (
+        compare.open_capture(EXPORTS / "layernorm-3impl-nsys2024.2.sqlite"),
+        compare.open_capture(EXPORTS / "layernorm-3impl-nsys2025.3.sqlite"),
     )
     assert a.keys == ["range", "kernel"] and a.clusters == ""
     assert compare.differences(a, b) == ["nsys: 2024.2.3.38 (base) against 2025.3.2.0 (new)"]

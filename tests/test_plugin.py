@@ -49,7 +49,9 @@ def test_a_module_plugin_and_extra_implementations(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     registry = Registry(["my_kernels"])
     layernorm = registry.op("layernorm")
-    mine, fast, renamed, tuned = registry.impls(layernorm, "mine,my_kernels:make_fast,quick=my_kernels:make_fast,my_kernels:TUNED")
+    mine, fast, renamed, tuned = registry.impls(
+        layernorm, "mine,my_kernels:make_fast,quick=my_kernels:make_fast,my_kernels:TUNED"
+    )
     assert mine.summary == "beside the built-in controls" and fast.name == "make_fast" and renamed.name == "quick"
     assert fast.summary == "A LayerNorm of my own, four rows a block." and fast.family == "ours"
     assert tuned.options == {"unroll": 8}
