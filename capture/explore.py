@@ -12,9 +12,10 @@ sets past twice the L2, as a sweep does, and reports the mean per call. ``--time
 them as a sweep's rounds do (every implementation ``--iters`` calls a round, the order rotated
 each round, over the same buffer sets) and reads each kernel's duration from CUPTI through
 ``torch.profiler``, as Nsight Systems does: launch gaps and per-call Python overhead (which
-differ between CuPy, Triton and ``torch.compile``) stay out. ``--outputs rotate`` gives every
-buffer set its own output; ``--outputs reuse`` writes one output per shape, as the caching
-allocator hands back a freed block; ``rotate,reuse`` times both in one process. ``--plans
+differ between CuPy, Triton and ``torch.compile``) stay out. ``--outputs`` picks the sweep's
+output policy: ``rotate`` gives every buffer set its own output, ``reuse`` (the default) one
+output per shape, as the caching allocator hands back a freed block; ``rotate,reuse`` times
+both in one process. ``--plans
 around`` names the register-held plans near the dispatcher's choice for each shape. This picks
 the dispatcher's table; the committed performance numbers come from Nsight Systems sweeps.
 """
@@ -29,11 +30,12 @@ import time
 from pathlib import Path
 
 from kernels.cuda import Held, Launch, compile_kernels, held_for, launch_config, launcher
-from kernels.registry import IMPLS, Problem, UnsupportedShape, get, parse_shape
+from kernels.layernorm import OP
+from kernels.registry import IMPLS, UnsupportedShape, get, problem
+from nsys_tools.convention import rotated
 
-from .harness import buffer_sets, check, rotated
+from .harness import OUTPUT_POLICIES, buffer_sets, check
 
-OUTPUTS = ("rotate", "reuse")
 MARKER = "explore_marker"  # an empty kernel launched between blocks of calls, to split the CUPTI record
 
 
@@ -164,15 +166,14 @@ def rotated_us(fns, reps: int = 7, calls: int = 60) -> float:
     return statistics.median(times[1:])
 
 
-def _problems(m: int, n: int, sets: int, outputs: str = "rotate") -> list[Problem]:
-    """``sets`` inputs of random normals; with ``outputs="reuse"`` they share one output."""
+def _problems(m: int, n: int, sets: int, outputs: str = "rotate") -> list:
+    """``sets`` LayerNorm buffer sets; with ``outputs="reuse"`` they share one output."""
     import torch
 
     torch.manual_seed(0)
     gamma, beta = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
-    shared = torch.empty(m, n, device="cuda")
-    outs = [shared if outputs == "reuse" else torch.empty(m, n, device="cuda") for _ in range(sets)]
-    return [Problem(torch.randn(m, n, device="cuda"), y, gamma, beta) for y in outs]
+    ys = [torch.empty(m, n, device="cuda") for _ in range(sets if outputs == "rotate" else 1)]
+    return [problem(torch.randn(m, n, device="cuda"), ys[k % len(ys)], gamma, beta) for k in range(sets)]
 
 
 def summary(rows: list[dict], controls: tuple[str, ...] = ("triton", "inductor", "liger", "torch")) -> str:
@@ -208,14 +209,14 @@ def main(argv: list[str] | None = None) -> None:
         help="flush: do_bench, the L2 cleared before each call; rotate: back-to-back calls over buffer sets past 2x "
         "the L2, events around the batch; kernel: the same calls in a sweep's rounds, CUPTI kernel durations",
     )
-    p.add_argument("--outputs", default="rotate", help="rotate (an output per buffer set), reuse (one per shape), or both")
+    p.add_argument("--outputs", default="reuse", help="rotate (an output per buffer set), reuse (one per shape), or both")
     p.add_argument("--rounds", type=int, default=3, help="--timer kernel: rounds")
     p.add_argument("--iters", type=int, default=50, help="--timer kernel: calls per implementation per round")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     policies = [o.strip() for o in args.outputs.split(",")]
-    if not policies or set(policies) - set(OUTPUTS):
-        p.error(f"--outputs takes {' or '.join(OUTPUTS)}, or both comma-separated")
+    if not policies or set(policies) - set(OUTPUT_POLICIES):
+        p.error(f"--outputs takes {' or '.join(OUTPUT_POLICIES)}, or both comma-separated")
     import torch
     from triton.testing import do_bench
 
@@ -223,8 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     sms = props.multi_processor_count
     rows = []
     for shape in args.shapes.split(","):
-        m, n = parse_shape(shape)
-        sets = buffer_sets(m, n, props.L2_cache_size, "cold") if args.timer != "flush" else 1
+        m, n = OP.parse_shape(shape)
         plans = set(args.plans.split(","))
         cands = held_candidates(m, n, sms) if "held" in plans and not args.only else []
         names, kernels = [], [launch.kernel for _, launch in cands]
@@ -241,6 +241,8 @@ def main(argv: list[str] | None = None) -> None:
         compile_kernels(kernels)
         print(f"{shape}: compiled {len(kernels)} configs in {time.perf_counter() - t0:.1f}s", flush=True)
         for outputs in policies:
+            set_bytes = m * n * 4 * (2 if outputs == "rotate" else 1)  # x, and y when it rotates
+            sets = buffer_sets(set_bytes, props.L2_cache_size, "cold") if args.timer != "flush" else 1
             probs = _problems(m, n, sets, outputs)
             entries = [(label, [launcher(prob, launch) for prob in probs], None) for label, launch in cands]
             for name in names + args.impls.split(","):
@@ -253,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
             checked = []
             for label, fns, impl in entries:
                 try:
-                    err = check(impl or IMPLS["ours"], fns[0], probs[0])
+                    err = check(OP, impl or IMPLS["ours"], fns[0], probs[0], torch.cuda.synchronize)
                     if args.timer == "rotate":
                         res = {"us": rotated_us(fns)}
                     elif args.timer == "flush":

@@ -12,7 +12,9 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from .registry import BULK_NAME, CLUSTER_NAME, HELD_MAX_N, HELD_NAME, STAGED_NAME, Problem, UnsupportedShape
+from nsys_tools.plugin import Buffers
+
+from .registry import BULK_NAME, CLUSTER_NAME, HELD_MAX_N, HELD_NAME, STAGED_NAME, UnsupportedShape
 
 SOURCE = Path(__file__).with_name("layernorm.cu")
 NVRTC_OPTIONS = ("--std=c++17",)
@@ -53,9 +55,10 @@ class Launch:
 
 
 # (widest row, threads per row, rows per block, cache policy) for the register-held path, chosen
-# from measurements on the H200 (reports/variants.md): rows up to 768 floats go one warp per row,
-# four rows to a block, up to 1024 floats two warps; wider rows take more threads, each holding
-# at most 8 float4 slots (128 threads up to 4096 floats, 256 up to 8192, 512 beyond). Up to 8192
+# from measurements on the H200 (reports/variants.md): rows up to 768 floats go one warp per row
+# (four rows to a block below PRELOAD_FROM_ELEMENTS), up to 1024 floats two warps; wider rows take
+# more threads, each holding at most 8 float4 slots (128 threads up to 4096 floats, 256 up to
+# 8192, 512 beyond). Up to 8192
 # floats gamma and beta are loaded with x, before the reduction, as Liger's and Inductor's
 # kernels do (PRELOAD); rows of 16384 floats keep streaming (evict-first) loads and stores
 # instead: the preload's registers would halve the rows in flight there.
@@ -187,7 +190,7 @@ def _cluster_config(variant: str, m: int, n: int, cs: int, tpb: int, cache: int)
     return Launch(f"ln_cluster<{cs},{tpb},{slots},{cache}>", m * cs, tpb)
 
 
-def vec_width(problem: Problem) -> int:
+def vec_width(problem: Buffers) -> int:
     """4 when every row of x and y starts on a 16-byte boundary and N % 4 == 0, else 1."""
     m, n = problem.shape
     tensors = (problem.x, problem.y, problem.gamma, problem.beta)
@@ -209,7 +212,7 @@ def compile_kernels(names: list[str]) -> dict[str, object]:
     return {name: module.get_function(name) for name in names}
 
 
-def launcher(problem: Problem, plan: Launch):
+def launcher(problem: Buffers, plan: Launch):
     """A no-argument launcher of ``plan`` on ``problem``'s buffers (arguments converted once)."""
     import cupy as cp
     import numpy as np
@@ -239,7 +242,7 @@ def launcher(problem: Problem, plan: Launch):
     return launch
 
 
-def make(problem: Problem, variant: str):
+def make(problem: Buffers, variant: str):
     """Registry factory: the launcher of ``variant`` planned for ``problem``'s shape and alignment."""
     import torch
 

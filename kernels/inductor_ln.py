@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .registry import Problem
+from nsys_tools.plugin import Buffers
 
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 DEFAULT_CACHE = Path.home() / ".cache" / "nsys-tools" / "inductor"
@@ -41,7 +41,7 @@ def _compiled():
     return torch.compile(layer_norm_into, dynamic=False, fullgraph=True)
 
 
-def make(problem: Problem):
+def make(problem: Buffers):
     """Compile for ``problem``'s shape, strides and eps, then return the launcher."""
     import torch
 

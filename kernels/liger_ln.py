@@ -9,12 +9,12 @@ the output policy. The kernel writes the row's mean and 1/std for a backward pas
 
 from __future__ import annotations
 
-from .registry import Problem
+from nsys_tools.plugin import Buffers
 
 MODULE = "liger_kernel"
 
 
-def make(problem: Problem):
+def make(problem: Buffers):
     import torch
 
     try:

@@ -35,3 +35,11 @@ class CaptureError(NsysToolsError):
 
 class UsageError(NsysToolsError):
     """Arguments that parse but make no sense together (unknown shape, impl, ...)."""
+
+
+class PluginError(NsysToolsError):
+    """An op or implementation plugin that cannot be loaded or breaks the interface."""
+
+
+class ToolMissing(NsysToolsError):
+    """A compiler or binary tool a step needs (NVRTC, Triton, cuobjdump) is not installed."""

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kernels.registry import UnsupportedShape
+from kernels.layernorm import OP
 from nsys_tools import census
 from nsys_tools.cli import app
+from nsys_tools.plugin import UnsupportedShape
 
 DEMO = Path(__file__).resolve().parents[1] / "reports" / "sweeps" / "20261129-183449-quiet"
 runner = CliRunner()
@@ -17,7 +18,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def table_768():
-    return census.census("4096x768", ["ours", "row_held", "block_tree", "triton"], "sm_90")
+    return census.census(OP, "4096x768", [OP.impl(n) for n in ("ours", "row_held", "block_tree", "triton")], "sm_90")
 
 
 def test_ours_holds_the_row_in_quad_loads(table_768):
@@ -49,7 +50,7 @@ def test_cross_check_against_the_h200_capture(table_768):
     """At 1024x2048 this build launches what the demo capture ran; at 4096x768 ours changed
     since (one warp per block with gamma and beta preloaded, not four rows a block), and the
     cross-check says where."""
-    checked = census.cross_check(census.census("1024x2048", ["ours", "triton"], "sm_90"), DEMO)
+    checked = census.cross_check(census.census(OP, "1024x2048", [OP.impl("ours"), OP.impl("triton")], "sm_90"), DEMO)
     assert checked["disagrees"].to_list() == ["", ""]
     assert checked["trace_registers"].to_list() == checked["registers"].to_list()
     changed = census.cross_check(table_768.filter(table_768["impl"].is_in(["ours", "triton"])), DEMO)
@@ -60,7 +61,7 @@ def test_cross_check_against_the_h200_capture(table_768):
 def test_cross_check_flags_a_disagreement():
     """A capture of an older build: at 4096x4096 it ran 256 threads per row without streaming
     loads (48 registers); today's build runs 128 threads holding gamma and beta too (128)."""
-    table = census.census("4096x4096", ["ours"], "sm_90")
+    table = census.census(OP, "4096x4096", [OP.impl("ours")], "sm_90")
     checked = census.cross_check(table, DEMO.parent / "20261129-182219-quiet")
     assert checked["disagrees"][0] == "registers, shared_bytes, block"
     assert (checked["registers"][0], checked["trace_registers"][0]) == (128, 48)
@@ -90,7 +91,7 @@ def test_cli_markdown_json_and_errors():
     ):
         assert key in row
     for args, message in (
-        (["--impls", "torch"], "library kernel"),
+        (["--impls", "torch"], "cannot be compiled without a GPU"),
         (["--shape", "1x65536", "--impls", "triton"], "N = 65536"),
         (["--arch", "hopper"], "unknown architecture"),
     ):
@@ -109,8 +110,8 @@ def test_missing_cuobjdump_is_named(monkeypatch, tmp_path):
 def test_bulk_plans_need_sm90():
     """The bulk-copy kernel: one persistent block per SM with three 64 KB rows in flight in
     dynamic shared memory; asked for sm_80 it is refused, not compiled."""
-    hopper = census.census("1024x16384", ["bulk_t512_s3_b1"], "sm_90").row(0, named=True)
+    hopper = census.census(OP, "1024x16384", [OP.impl("bulk_t512_s3_b1")], "sm_90").row(0, named=True)
     assert hopper["kernel"].startswith("_Z7ln_bulk") and (hopper["grid"], hopper["block"]) == (132, 512)
     assert hopper["dynamic_shared_bytes"] == 3 * 16384 * 4 and hopper["st_local"] == 0
     with pytest.raises(UnsupportedShape, match="sm_90"):
-        census.census("1024x16384", ["bulk_t512_s3_b1"], "sm_80")
+        census.census(OP, "1024x16384", [OP.impl("bulk_t512_s3_b1")], "sm_80")

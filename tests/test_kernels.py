@@ -1,4 +1,4 @@
-"""The registry, the bytes formulas and shape validation (no GPU needed)."""
+"""The LayerNorm plugin: its registry, the bytes formulas and shape validation (no GPU needed)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,21 @@ import pytest
 
 from capture.explore import around_candidates
 from kernels.cuda import Held, Launch, held_for, launch_config
-from kernels.registry import IMPLS, UnsupportedShape, copy_bytes, get, layernorm_bytes, parse_impls, parse_shape
+from kernels.layernorm import OP
+from kernels.registry import IMPLS, UnsupportedShape, copy_bytes, get, layernorm_bytes
 from nsys_tools.errors import UsageError
+from nsys_tools.plugin import Registry
+
+parse_shape = OP.parse_shape
+
+
+def test_layernorm_is_an_installed_plugin():
+    """The built-in op loads like any other: through the entry-point group."""
+    registry = Registry()
+    assert registry.op("layernorm") is not None and registry.op("layernorm").control == "triton"
+    op = registry.op("layernorm")
+    assert [i.name for i in registry.impls(op)] == ["ours", "triton", "torch", "copy"]  # the op's default set
+    assert registry.impl(op, "held_t128_r2").family == "ours"  # explicit plans still resolve
 
 
 def test_registry_has_the_lineage_and_the_controls():
@@ -21,8 +34,9 @@ def test_bytes_formulas():
     # 4096x768 fp32: read x and write y (2 x 12.58 MB), read gamma and beta (2 x 3 KB).
     assert layernorm_bytes(4096, 768) == 25_171_968
     assert copy_bytes(4096, 768) == 25_165_824
-    assert IMPLS["copy"].moves(4096, 4096) == 134_217_728
-    assert IMPLS["ours"].moves(1, 1) == 16
+    assert OP.work(IMPLS["copy"], (4096, 4096))["bytes"] == 134_217_728
+    assert OP.work(IMPLS["ours"], (1, 1)) == {"bytes": 16, "flops": 7}
+    assert IMPLS["torch"].allocates and not any(i.allocates for n, i in IMPLS.items() if n != "torch")
 
 
 @pytest.mark.parametrize("text, expected", [("4096x768", (4096, 768)), ("1X65536", (1, 65536)), (" 3x5", (3, 5))])
@@ -32,28 +46,29 @@ def test_parse_shape(text, expected):
 
 @pytest.mark.parametrize("text", ["4096", "0x5", "axb", "4096x768x2", "-1x4", ""])
 def test_parse_shape_rejects(text):
-    with pytest.raises(UsageError, match="unknown shape"):
+    with pytest.raises(UsageError, match="unknown layernorm shape"):
         parse_shape(text)
 
 
 def test_unknown_impl_names_the_choices():
     with pytest.raises(UsageError, match="choose from block_tree"):
         get("cutlass")
-    assert [i.name for i in parse_impls("ours, triton")] == ["ours", "triton"]
+    registry = Registry()
+    assert [i.name for i in registry.impls(OP, "ours, triton")] == ["ours", "triton"]
     with pytest.raises(UsageError, match="ours listed more than once"):
-        parse_impls("ours,triton,ours")
+        registry.impls(OP, "ours,triton,ours")
 
 
 @pytest.mark.parametrize("name, n", [("triton", 16385), ("row_held", 1025), ("wide_held", 16385)])
 def test_unsupported_widths_are_clear(name, n):
     with pytest.raises(UnsupportedShape, match=f"N = {n}"):
-        IMPLS[name].check(4, n)
-    IMPLS[name].check(4, n - 1)
+        IMPLS[name].check((4, n))
+    IMPLS[name].check((4, n - 1))
 
 
 def test_ours_covers_every_width():
     for n in (1, 5, 777, 16384, 16385, 65536, 1 << 20):
-        IMPLS["ours"].check(1, n)
+        IMPLS["ours"].check((1, n))
 
 
 def test_held_plan_keeps_the_row_in_registers():
@@ -95,7 +110,7 @@ def test_launch_configs():
 
 def test_explicit_held_plans():
     impl = get("held_t128_r2_c2")
-    assert impl.family == "ours" and impl.max_n == 16384
+    assert impl.family == "ours" and impl.limit((1, 16384)) is None and "16384" in impl.limit((1, 16385))
     assert launch_config("held_t128_r2_c2", 4096, 4096) == Launch("ln_held<128,8,4,2,2,0>", 2048, 256)
     assert launch_config("held_t1024", 4096, 4096) == Launch("ln_held<1024,1,4,1,0,0>", 4096, 1024)
     with pytest.raises(UsageError):

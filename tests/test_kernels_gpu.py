@@ -13,7 +13,11 @@ import random
 import pytest
 
 from kernels import liger_ln
-from kernels.registry import IMPLS, Problem, UnsupportedShape, parse_shape
+from kernels.layernorm import OP
+from kernels.registry import IMPLS, problem
+from nsys_tools.plugin import UnsupportedShape
+
+parse_shape = OP.parse_shape
 
 SHAPES = ["1x1", "3x5", "4096x777", "4096x768", "8192x768", "1024x2048", "4096x4096", "2x16384", "1x65536"]
 TOLERANCE = 1e-5
@@ -30,7 +34,7 @@ def _problem(m: int, n: int, row_pad: int = 0, mean: float = 0.0):
     y = torch.empty(m, n + row_pad, device="cuda")[:, :n]
     gamma = torch.randn(n, device="cuda", generator=gen)
     beta = torch.randn(n, device="cuda", generator=gen)
-    return Problem(x, y, gamma, beta)
+    return problem(x, y, gamma, beta)
 
 
 def _skip_without_extra(name: str) -> None:
@@ -39,11 +43,13 @@ def _skip_without_extra(name: str) -> None:
         pytest.skip("the liger control needs Liger-Kernel: pip install 'nsys-tools[liger]'")
 
 
-def _run_and_check(impl, prob: Problem) -> float:
+def _run_and_check(impl, prob) -> float:
+    import torch
+
     from capture.harness import check
 
     _skip_without_extra(impl.name)
-    return check(impl, impl.setup(prob), prob)
+    return check(OP, impl, impl.setup(prob), prob, torch.cuda.synchronize)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -52,7 +58,7 @@ def test_matches_float64_reference(name, shape):
     _skip_without_extra(name)
     impl = IMPLS[name]
     m, n = parse_shape(shape)
-    if impl.max_n is not None and n > impl.max_n:
+    if impl.limit and impl.limit((m, n)):
         with pytest.raises(UnsupportedShape, match=f"N = {n}"):
             impl.setup(_problem(m, n))
         return
@@ -61,10 +67,10 @@ def test_matches_float64_reference(name, shape):
 
 
 @pytest.mark.parametrize("row_pad", [4, 3])  # 4 keeps float4 alignment, 3 forces scalar rows
-@pytest.mark.parametrize("name", [n for n, i in IMPLS.items() if i.strided])
+@pytest.mark.parametrize("name", list(IMPLS))
 def test_strided_rows(name, row_pad):
     impl = IMPLS[name]
-    n = 768 if impl.max_n is None or impl.max_n >= 768 else impl.max_n
+    n = 768
     prob = _problem(257, n, row_pad=row_pad)
     assert prob.x.stride(0) == n + row_pad
     err = _run_and_check(impl, prob)
@@ -126,6 +132,9 @@ def test_bulk_plans(name, shape):
     """The sm_90 kernels' plans (bulk copies, clusters): fewer rows than blocks, rows that leave
     threads or whole blocks idle, as many rows as blocks times stages, and more; plans that
     cannot hold a width say so."""
+    import torch
+
+    from capture.harness import check
     from kernels.registry import get
 
     impl = get(name)
@@ -136,9 +145,7 @@ def test_bulk_plans(name, shape):
     except UnsupportedShape as exc:
         assert "float4 per thread" in str(exc) or "shared memory" in str(exc)
         return
-    from capture.harness import check
-
-    err = check(impl, launch, prob)
+    err = check(OP, impl, launch, prob, torch.cuda.synchronize)
     assert err < TOLERANCE, f"{name} at {shape}: relative error {err:.3g}"
 
 
@@ -157,15 +164,12 @@ def test_held_cache_policies(name, shape):
     float4 path and the scalar one (odd widths), with rows that leave threads idle."""
     from kernels.registry import get
 
-    from capture.harness import check
-
     m, n = parse_shape(shape)
-    impl, prob = get(name), _problem(m, n)
+    impl = get(name)
     try:
-        launch = impl.setup(prob)
+        err = _run_and_check(impl, _problem(m, n))
     except UnsupportedShape as exc:
         assert "float4 per thread" in str(exc)
         return
-    assert check(impl, launch, prob) < TOLERANCE
-    strided = _problem(m, n, row_pad=4)
-    assert check(impl, impl.setup(strided), strided) < TOLERANCE
+    assert err < TOLERANCE
+    assert _run_and_check(impl, _problem(m, n, row_pad=4)) < TOLERANCE
