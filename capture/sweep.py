@@ -29,8 +29,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from kernels.registry import UnsupportedShape, format_shape, get, parse_impls, parse_shape
-from nsys_tools.errors import CaptureError, UsageError
-from nsys_tools.export import export_report, find_nsys
+from nsys_tools.errors import CaptureError, NsysToolsError, UsageError
+from nsys_tools.export import export_report, find_nsys, run_nsys
 from nsys_tools.files import write_text_atomically
 from nsys_tools.scrub import scrub
 
@@ -76,7 +76,7 @@ def write_json(path: Path, data: dict) -> None:
 def _git(*args: str) -> str | None:
     try:
         out = subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True, text=True, timeout=10)
-    except OSError:
+    except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
 
@@ -88,7 +88,7 @@ def commit_info() -> dict:
 
 
 def nsys_version(nsys: Path) -> str:
-    out = subprocess.run([str(nsys), "--version"], capture_output=True, text=True)
+    out = run_nsys([str(nsys), "--version"], nsys, capture_output=True, text=True, errors="replace")
     return (out.stdout or out.stderr).strip()
 
 
@@ -215,8 +215,11 @@ class Sweep:
             str(work),
         ]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))}
-        with log.open("w") as fh:
-            done = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=work)
+        try:
+            with log.open("w") as fh:
+                done = run_nsys(cmd, rep, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=work)
+        except NsysToolsError as exc:  # a hung or vanished nsys fails this shape, not the sweep
+            raise CaptureError(rep, f"profiling failed: {exc.problem}: {_tail(log)}", exc.hint) from exc
         report = rep.with_suffix(".nsys-rep")
         if done.returncode != 0 or not report.exists() or not (work / f"{shape}.harness.json").exists():
             raise CaptureError(report, f"profiling failed (exit {done.returncode}): {_tail(log)}", "see the log in the manifest")

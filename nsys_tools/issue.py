@@ -43,7 +43,7 @@ def _grid(df: pl.DataFrame, cell: Callable[[dict], str], impls: list[str]) -> st
     cols = [i for i in impls if i in set(df["impl"])]
     cells = {(r["shape"], r["impl"]): cell(r) for r in df.iter_rows(named=True)}
     lines = ["| shape | " + " | ".join(escape(c) for c in cols) + " |", "|---|" + "---:|" * len(cols)]
-    lines += ["| " + " | ".join([s] + [escape(cells.get((s, c), "–")) for c in cols]) + " |" for s in shapes]
+    lines += ["| " + " | ".join([escape(s)] + [escape(cells.get((s, c), "–")) for c in cols]) + " |" for s in shapes]
     return "\n".join(lines) + "\n"
 
 
@@ -175,7 +175,7 @@ def compose(sweep: Sweep, ledger_path: Path | None, charts_dir: Path | None, lin
             "\n#### Bandwidth: bytes that must move over the median kernel time, and the same-session copy's time "
             "as a share of it\n",
             _grid(
-                summ, lambda r: f"{r['gbps']:,.0f} GB/s ({100 * copy[r['shape']] / r['kernel_median_ns']:.1f}% of copy)", impls
+                summ, lambda r: f"{r['gb_per_s']:,.0f} GB/s ({100 * copy[r['shape']] / r['kernel_median_ns']:.1f}% of copy)", impls
             ),
         ]
 

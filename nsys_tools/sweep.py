@@ -17,7 +17,7 @@ import polars as pl
 
 from . import metrics
 from .errors import BadExport
-from .export import open_export
+from .export import open_export, reading
 from .report import attributed
 
 MANIFEST = "manifest.json"
@@ -56,8 +56,10 @@ class Sweep:
             file = self.path / f"{shape}.harness.json"
             try:
                 out[shape] = json.loads(file.read_text())
-            except (OSError, json.JSONDecodeError) as exc:
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
                 raise BadExport(file, f"cannot be read ({exc})", "was the sweep interrupted? re-run it with --resume") from exc
+            if not isinstance(out[shape], dict):
+                raise BadExport(file, "is not a harness record (not a JSON object)", "was it written by capture/harness.py?")
         return out
 
     @property
@@ -76,10 +78,11 @@ class Sweep:
         """One row per GPU operation in a timed range: op, impl, shape, l2, round, kernel, duration_ns."""
         frames = []
         for shape in self.shapes:
-            ex = open_export(self.export(shape))
-            ops = attributed(ex, names="short", include_memops=True, keep=("name_id", "label", "start_ns", "duration_ns"))
-            ops = ops.filter(pl.col("range").str.contains(RANGE_REGEX))
-            frames.append(ops.select("range", "name_id", "label", "start_ns", "duration_ns").collect().pipe(_named, ex))
+            with reading(self.export(shape)):
+                ex = open_export(self.export(shape))
+                ops = attributed(ex, names="short", include_memops=True, keep=("name_id", "label", "start_ns", "duration_ns"))
+                ops = ops.filter(pl.col("range").str.contains(RANGE_REGEX))
+                frames.append(ops.select("range", "name_id", "label", "start_ns", "duration_ns").collect().pipe(_named, ex))
         if not frames:
             return pl.DataFrame(
                 schema={
@@ -95,12 +98,19 @@ class Sweep:
     @cached_property
     def spans(self) -> pl.DataFrame:
         """One row per event-timed call (untraced phase): op, impl, shape, l2, round, span_ns."""
-        frames = [
-            pl.DataFrame(h["spans"], schema={"impl": pl.String, "round": pl.Int64, "span_ns": pl.Int64}).with_columns(
-                op=pl.lit(h["op"]), shape=pl.lit(shape), l2=pl.lit(h["l2"])
-            )
-            for shape, h in self.harness.items()
-        ]
+        frames = []
+        for shape, h in self.harness.items():
+            try:
+                frames.append(
+                    pl.DataFrame(h["spans"], schema={"impl": pl.String, "round": pl.Int64, "span_ns": pl.Int64}).with_columns(
+                        op=pl.lit(h["op"]), shape=pl.lit(shape), l2=pl.lit(h["l2"])
+                    )
+                )
+            except (KeyError, TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+                what = f"no {exc.args[0]!r} entry" if isinstance(exc, KeyError) else f"unreadable spans ({exc})"
+                raise BadExport(
+                    self.path / f"{shape}.harness.json", f"has {what}", "was it written by capture/harness.py? re-run the shape"
+                ) from exc
         schema = {"impl": pl.String, "round": pl.Int64, "span_ns": pl.Int64, "op": pl.String, "shape": pl.String, "l2": pl.String}
         return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
 
@@ -125,9 +135,14 @@ def load(path: str | Path) -> Sweep:
         raise BadExport(root, "is not a sweep folder (no manifest.json)", "pass a folder written by nsys-tools capture sweep")
     try:
         manifest = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadExport(file, f"cannot be read ({exc})", "check the file") from exc
     except json.JSONDecodeError as exc:
         raise BadExport(file, f"is not valid JSON ({exc.msg})", "was the sweep interrupted? re-run it with --resume") from exc
-    shapes = [s for s, e in manifest.get("shapes", {}).items() if e.get("status") == "ok" and (root / f"{s}.sqlite").exists()]
+    entries = manifest.get("shapes", {}) if isinstance(manifest, dict) else None
+    if not isinstance(entries, dict) or not all(isinstance(e, dict) for e in entries.values()):
+        raise BadExport(file, "is not a sweep manifest (a JSON object with a shapes object)", "pass a folder written by nsys-tools capture sweep")
+    shapes = [s for s, e in entries.items() if e.get("status") == "ok" and (root / f"{s}.sqlite").exists()]
     return Sweep(root, manifest, shapes)
 
 
@@ -152,7 +167,7 @@ def summary(sweep: Sweep) -> pl.DataFrame:
     impl_order = {s: k for k, s in enumerate(sweep.manifest.get("spec", {}).get("impls", []))}
     return (
         out.with_columns(bytes=pl.Series(moved, dtype=pl.Int64))
-        .with_columns(gbps=pl.col("bytes") / pl.col("kernel_median_ns"))
+        .with_columns(gb_per_s=pl.col("bytes") / pl.col("kernel_median_ns"))
         .with_columns(
             _s=pl.col("shape").replace_strict(order, default=len(order)),
             _i=pl.col("impl").replace_strict(impl_order, default=len(impl_order)),
@@ -178,7 +193,7 @@ SUMMARY_COLUMNS = (
     "span_p10_ns",
     "span_p90_ns",
     "bytes",
-    "gbps",
+    "gb_per_s",
     "kernels",
 )
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from .errors import BadExport
+
 # Thresholds, from quiet and loaded sessions on the H200 (reports/README.md): quiet sessions
 # showed p99 / median <= 1.32 and no call above twice its median; loaded ones showed p99 /
 # median of 60-100 and 1-2.5% of calls above twice the median.
@@ -56,13 +58,13 @@ def _clock_summary(harness: dict[str, dict], max_sm: float | None) -> dict[str, 
     sm = [
         v
         for h in harness.values()
-        for v, p in zip(h["clocks"].get("sm_mhz", []), h["clocks"].get("phase", []), strict=True)
+        for v, p in zip(h.get("clocks", {}).get("sm_mhz", []), h.get("clocks", {}).get("phase", []), strict=True)
         if p == "trace"
     ]
     util = [
         v
         for h in harness.values()
-        for v, p in zip(h["clocks"].get("util_gpu", []), h["clocks"].get("phase", []), strict=True)
+        for v, p in zip(h.get("clocks", {}).get("util_gpu", []), h.get("clocks", {}).get("phase", []), strict=True)
         if p == "trace"
     ]
     if not sm:
@@ -104,7 +106,10 @@ def judge(sweep) -> Session:
         )
 
     max_sm = sweep.manifest.get("gpu_before", {}).get("clocks.max.sm")
-    clocks = _clock_summary(sweep.harness, float(max_sm) if max_sm else None)
+    try:
+        clocks = _clock_summary(sweep.harness, float(max_sm) if max_sm else None)
+    except (TypeError, ValueError) as exc:
+        raise BadExport(sweep.path, f"its clock samples cannot be read ({exc})", "was the sweep interrupted? re-run it with --resume") from exc
     if clocks.get("sm_mhz_max") and clocks["sm_mhz_median"] < MIN_CLOCK_SHARE * clocks["sm_mhz_max"]:
         reasons.append(
             f"the SM clock ran at {clocks['sm_mhz_median']:.0f} MHz during the trace, "
