@@ -110,8 +110,13 @@ def export_report(report: Path, nsys: str | Path | None = None) -> Path:
 
 
 _READ_PROBLEMS = (
+    (("decode", "utf-8", "utf8"), "holds text that is not valid UTF-8", "is it an unmodified Nsight Systems export? export it again"),
     (("locked", "busy"), "is locked by another program", "wait for the program writing it to finish, or read a copy"),
-    (("unable to open", "permission denied", "readonly"), "cannot be opened", "check its permissions and its folder's"),
+    (
+        ("unable to open", "permission denied", "readonly"),
+        "cannot be opened",
+        "check its permissions and its folder's, and for a -journal or -wal file left beside it by a writer that crashed",
+    ),
     (
         ("conversion error", "invalid column type", "cannot cast", "mismatched", "could not convert", "datatype mismatch"),
         "holds values of unexpected types",
