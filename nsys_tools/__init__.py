@@ -3,10 +3,10 @@
 The package imports nothing heavy at the top: ``capture/`` and the CLI's capture commands run on
 GPU machines without Polars or Altair. The library lives in the modules:
 
-- ``export``, ``schema``, ``events``, ``attribute``: reading exports into frames;
+- ``export``, ``schema``, ``events``, ``attribute``: reading exports into frames; ``inputs``: which exports;
 - ``report``, ``metrics``, ``tables``: kernel statistics per NVTX range;
 - ``sweep``, ``verdict``, ``ledger``, ``issue``, ``charts``: sweeps and issue comments;
-- ``census``: the codegen census; ``scrub``: removing the environment from exports;
+- ``census``: the codegen census; ``scrub``: removing identity from exports; ``files``: safe outputs;
 - ``cache``, ``bigexport``, ``bench``: large exports.
 """
 

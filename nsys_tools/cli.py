@@ -366,7 +366,7 @@ def capture_sweep(
         + (f"; not complete: {', '.join(failed)}" if failed else ""),
         markup=False,
     )
-    if len(failed) < len(manifest["shapes"]) or not failed:
+    if len(failed) < len(manifest["shapes"]):
         _add_to_ledger(sweep.out, ledger)
     else:
         stderr.print("Not added to the ledger: no shape completed.", markup=False)

@@ -120,7 +120,8 @@ def kernel_summary(
     """
     files = expand_inputs(paths)
     keyed = ["file"] if per_file else []
-    read = partial(_per_file, nsys=nsys, names=names, include_memops=include_memops, nesting=nesting, whole=len(files) == 1)
+    whole = len(files) == 1  # one export: summarized on string ids, names attached last
+    read = partial(_per_file, nsys=nsys, names=names, include_memops=include_memops, nesting=nesting, whole=whole)
 
     def work(path: Path) -> pl.DataFrame | None:
         try:
@@ -138,10 +139,11 @@ def kernel_summary(
             parts += [part] if part is not None else []
             if progress:
                 progress(done, len(files))
-    if not parts:  # every export failed: an empty table of the usual columns
+    if not parts:  # every export failed: no rows, summarized into an empty table of the usual columns
+        whole = False
         parts = [pl.DataFrame(schema={"file": pl.String, "range": pl.String, "kernel": pl.String, "duration_ns": pl.Int64})]
     frame = pl.concat(parts, how="vertical")
-    if len(files) > 1 or "duration_ns" in frame.columns:
+    if not whole:
         frame = metrics.summarize(frame.lazy(), [*keyed, "range", "kernel"]).collect()
     if range_glob:
         frame = frame.filter(pl.col("range").str.contains(glob_regex(range_glob)))

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from . import cache
 from . import schema as S
-from .errors import BadExport
+from .errors import BadExport, OutputError
 from .export import REPORT_SUFFIXES, check_sqlite, reading
 from .files import replaced_atomically
 
@@ -353,8 +353,11 @@ def scrub(path: str | Path, output: str | Path | None = None) -> ScrubReport:
     report = ScrubReport(src)
     work = _scrubbed_copy(src, report)
     try:
-        with reading(src), replaced_atomically(target) as final:
-            work.execute("VACUUM INTO ?", (str(final),))
+        with replaced_atomically(target) as final:
+            try:
+                work.execute("VACUUM INTO ?", (str(final),))
+            except sqlite3.Error as exc:  # the disk filled up, or the folder refused the file
+                raise OutputError(target, f"cannot be written ({exc})", "free some space, or check the folder") from exc
     finally:
         work.close()
     for suffix in ("-wal", "-shm", "-journal"):  # they belong to the file just replaced

@@ -163,6 +163,7 @@ def test_entry_computed_while_the_export_changed_is_discarded(tmp_path, cached):
         return pl.DataFrame({"old": [1]})
 
     assert cache.memo(ex, "query", compute_while_replaced)["old"].to_list() == [1]
+    assert not list(cache.folder_of(path).glob("*.parquet"))  # discarded, not kept under any stamp
     assert cache.load(ex, "query") is None
     assert cache.memo(ex, "query", lambda: pl.DataFrame({"new": [2]}))["new"].to_list() == [2]
     assert cache.load(ex, "query")["new"].to_list() == [2]
