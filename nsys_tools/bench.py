@@ -58,7 +58,9 @@ def measure(cmd: list[str]) -> dict:
     except ValueError as exc:
         raise NsysToolsError(None, f"{' '.join(cmd[:3])}... could not be measured ({out.stderr.strip()[-300:]})") from exc
     if result["rc"] != 0:
-        raise NsysToolsError(None, f"{' '.join(cmd[:3])}... failed ({result['stderr'].strip()[-300:]})", "run it alone to see why")
+        raise NsysToolsError(
+            None, f"{' '.join(cmd[:3])}... failed ({result['stderr'].strip()[-300:]})", "run it alone to see why"
+        )
     return result
 
 

@@ -202,7 +202,9 @@ def report(
     given = [name for name, on in export_only.items() if on]
     if sweeps and given:
         raise typer.BadParameter(f"{', '.join(given)} apply to exports, not sweep folders", param_hint=given[0])
-    issue_only = [n for n, v in (("--ledger", ledger), ("--charts", charts), ("--chart-base-url", chart_base_url)) if v is not None]
+    issue_only = [
+        n for n, v in (("--ledger", ledger), ("--charts", charts), ("--chart-base-url", chart_base_url)) if v is not None
+    ]
     if issue_only and not issue:
         raise typer.BadParameter(f"{', '.join(issue_only)} go with --issue", param_hint=issue_only[0])
     if issue:
@@ -264,7 +266,10 @@ def report(
         stderr.print("No kernels matched: the table is empty.", markup=False)
     _write(render(frame, fmt), target)
     if failures:
-        _fail(failures, f"{len(failures)} of {len(files)} exports could not be read; the table covers the other {len(files) - len(failures)}")
+        _fail(
+            failures,
+            f"{len(failures)} of {len(files)} exports could not be read; the table covers the other {len(files) - len(failures)}",
+        )
 
 
 def _fail(failures: list[NsysToolsError], summary: str) -> None:

@@ -36,7 +36,9 @@ def find_nsys(explicit: str | Path | None = None, *, needed_for: str | Path | No
             exe = Path(os.path.abspath(candidate))
             if exe.is_file() and os.access(exe, os.X_OK):
                 return exe
-            raise NsysNotFound(candidate, f"is not an executable nsys (from {origin})", "pass --nsys PATH or set $NSYS to the nsys CLI")
+            raise NsysNotFound(
+                candidate, f"is not an executable nsys (from {origin})", "pass --nsys PATH or set $NSYS to the nsys CLI"
+            )
     found = shutil.which("nsys")
     if found:
         return Path(found).absolute()
@@ -66,10 +68,14 @@ def run_nsys(cmd: Sequence[str], about: str | Path | None, **kwargs) -> subproce
         return subprocess.run(list(cmd), timeout=limit, **kwargs)
     except subprocess.TimeoutExpired as exc:
         raise NsysToolsError(
-            about, f"nsys {cmd[1] if len(cmd) > 1 else ''} did not finish within {limit:g} s", "set NSYS_TOOLS_NSYS_TIMEOUT to allow longer"
+            about,
+            f"nsys {cmd[1] if len(cmd) > 1 else ''} did not finish within {limit:g} s",
+            "set NSYS_TOOLS_NSYS_TIMEOUT to allow longer",
         ) from exc
     except OSError as exc:
-        raise NsysNotFound(cmd[0], f"cannot be run ({exc.strerror or exc})", "pass --nsys PATH or set $NSYS to the nsys CLI") from exc
+        raise NsysNotFound(
+            cmd[0], f"cannot be run ({exc.strerror or exc})", "pass --nsys PATH or set $NSYS to the nsys CLI"
+        ) from exc
 
 
 def _nsys_complaint(output: str) -> tuple[str, str]:
@@ -110,7 +116,11 @@ def export_report(report: Path, nsys: str | Path | None = None) -> Path:
 
 
 _READ_PROBLEMS = (
-    (("decode", "utf-8", "utf8"), "holds text that is not valid UTF-8", "is it an unmodified Nsight Systems export? export it again"),
+    (
+        ("decode", "utf-8", "utf8"),
+        "holds text that is not valid UTF-8",
+        "is it an unmodified Nsight Systems export? export it again",
+    ),
     (("locked", "busy"), "is locked by another program", "wait for the program writing it to finish, or read a copy"),
     (
         ("unable to open", "permission denied", "readonly"),
@@ -122,7 +132,11 @@ _READ_PROBLEMS = (
         "holds values of unexpected types",
         "is it an unmodified Nsight Systems export?",
     ),
-    (("no such column", "no such table"), "lacks a table or column the query needs", "is it an unmodified Nsight Systems export?"),
+    (
+        ("no such column", "no such table"),
+        "lacks a table or column the query needs",
+        "is it an unmodified Nsight Systems export?",
+    ),
 )
 
 
@@ -162,7 +176,9 @@ def check_sqlite(path: Path) -> None:
     if not path.exists():
         raise BadExport(path, "no such file", "check the path" + (" (a broken symlink)" if path.is_symlink() else ""))
     if path.is_dir():
-        raise BadExport(path, "is a folder, not an export", "pass the .sqlite or .nsys-rep files inside it, or the folder without the suffix")
+        raise BadExport(
+            path, "is a folder, not an export", "pass the .sqlite or .nsys-rep files inside it, or the folder without the suffix"
+        )
     try:
         size = path.stat().st_size
         with path.open("rb") as fh:

@@ -31,7 +31,7 @@ def _exports_in(folder: Path) -> list[Path]:
 
 def identity(path: Path) -> tuple:
     """What makes two paths one export: the file read (a report's sibling .sqlite when there is one)."""
-    for candidate in ((path.with_suffix(".sqlite"), path) if path.suffix in REPORT_SUFFIXES else (path,)):
+    for candidate in (path.with_suffix(".sqlite"), path) if path.suffix in REPORT_SUFFIXES else (path,):
         try:
             st = candidate.stat()
         except OSError:

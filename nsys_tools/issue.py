@@ -175,7 +175,9 @@ def compose(sweep: Sweep, ledger_path: Path | None, charts_dir: Path | None, lin
             "\n#### Bandwidth: bytes that must move over the median kernel time, and the same-session copy's time "
             "as a share of it\n",
             _grid(
-                summ, lambda r: f"{r['gb_per_s']:,.0f} GB/s ({100 * copy[r['shape']] / r['kernel_median_ns']:.1f}% of copy)", impls
+                summ,
+                lambda r: f"{r['gb_per_s']:,.0f} GB/s ({100 * copy[r['shape']] / r['kernel_median_ns']:.1f}% of copy)",
+                impls,
             ),
         ]
 

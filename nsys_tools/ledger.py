@@ -140,7 +140,9 @@ def add(sweep: Sweep, path: Path = DEFAULT_PATH, stats: pl.DataFrame | None = No
     completed shape (a failed capture) is refused: it has no statistics to stand for."""
     stats = summary(sweep) if stats is None else stats
     if stats.filter(pl.col("instances").fill_null(0) > 0).is_empty():
-        raise CaptureError(sweep.path, "no shape of this sweep completed, so it is not added to the ledger", "see manifest.json for why")
+        raise CaptureError(
+            sweep.path, "no shape of this sweep completed, so it is not added to the ledger", "see manifest.json for why"
+        )
     verdict = judge(sweep)
     row = session_row(sweep, verdict)
     records = stats.select(*KEYS, *STAT_COLUMNS).with_columns(session_id=pl.lit(sweep.id)).to_dicts()
@@ -247,7 +249,11 @@ def rejected(path: Path = DEFAULT_PATH) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     with reading(path):
         rows = list(db["rejected"].rows_where(order_by="added_utc"))
-    return pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None).select(*schema) if rows else pl.DataFrame(schema=schema)
+    return (
+        pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None).select(*schema)
+        if rows
+        else pl.DataFrame(schema=schema)
+    )
 
 
 def history(path: Path, shape: str, impl: str, vs: str, l2: str = "cold") -> pl.DataFrame:

@@ -90,7 +90,9 @@ def _per_file(path: Path, *, nsys, names: Names, include_memops: bool, nesting: 
 
         def compute() -> pl.DataFrame:
             keys = ["range", "name_id", *label]
-            ops = attributed(ex, names=names, include_memops=include_memops, nesting=nesting, keep=("name_id", *label, "duration_ns"))
+            ops = attributed(
+                ex, names=names, include_memops=include_memops, nesting=nesting, keep=("name_id", *label, "duration_ns")
+            )
             return _name((metrics.summarize(ops, keys) if whole else ops.select(*keys, "duration_ns")).collect(), ex)
 
         frame = cache.memo(ex, f"report {'summary' if whole else 'rows'} {options}", compute)

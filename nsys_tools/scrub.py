@@ -71,8 +71,13 @@ HOME_PATHS = (
     ),
     HOME_POSIX,
 )
-HOME_WIN = (re.compile(rf"\b[A-Za-z]:[\\/]+(?:Users|Documents and Settings)[\\/]+(?!user{_END})[^\\/\s\"'`:;,)\]}}]+{_END}"), HOME_WINDOWS)
-HOME_USER = re.compile(r"/(?:home|Users|homes/[^/\s]+|u\d+/[^/\s]+)/([^/\\\s\"'`:;,)\]}]+)|[\\/]Users[\\/]+([^\\/\s\"'`:;,)\]}]+)")
+HOME_WIN = (
+    re.compile(rf"\b[A-Za-z]:[\\/]+(?:Users|Documents and Settings)[\\/]+(?!user{_END})[^\\/\s\"'`:;,)\]}}]+{_END}"),
+    HOME_WINDOWS,
+)
+HOME_USER = re.compile(
+    r"/(?:home|Users|homes/[^/\s]+|u\d+/[^/\s]+)/([^/\\\s\"'`:;,)\]}]+)|[\\/]Users[\\/]+([^\\/\s\"'`:;,)\]}]+)"
+)
 COMMAND_LIKE = re.compile(r"^(?:[/~]|\.\.?/|[A-Za-z]:[\\/])|\s(?:-|/|~|[A-Za-z]:\\)|\s\S+\.(?:py|sh|pl|rb|js|jl)\b")
 
 # Environment variables that name the user or the host, whose values are replaced everywhere.
@@ -219,10 +224,9 @@ def _identity(con: sqlite3.Connection, tables: dict[str, list[tuple[str, str]]])
     hosts |= set(values("META_DATA_CAPTURE", "name LIKE '%HOSTNAME%' OR name = 'DEVICE_DISPLAY_NAME'"))
     for table, columns in tables.items():
         for column in _text_columns(columns):
-            rows = con.execute(
-                f"SELECT DISTINCT {_q(column)} FROM {_q(table)} WHERE {_q(column)} LIKE '%/home/%' OR {_q(column)} LIKE '%Users%' "
-                f"OR {_q(column)} LIKE '%/global/%'"
-            )
+            col = _q(column)
+            like = " OR ".join(f"{col} LIKE '%{part}%'" for part in ("/home/", "Users", "/global/"))
+            rows = con.execute(f"SELECT DISTINCT {col} FROM {_q(table)} WHERE {like}")
             for (value,) in rows:
                 if isinstance(value, str):
                     users |= {a or b for a, b in HOME_USER.findall(value)} - {"user"}
@@ -239,14 +243,19 @@ def _protected(con: sqlite3.Connection, tables: dict[str, list[tuple[str, str]]]
     return ids
 
 
-def _name_rows(con: sqlite3.Connection, report: ScrubReport, tables, table: str, patterns: tuple, label: str, blank: bool) -> None:
+def _name_rows(
+    con: sqlite3.Connection, report: ScrubReport, tables, table: str, patterns: tuple, label: str, blank: bool
+) -> None:
     """Delete (or, with ``blank``, empty the value of) the rows of a name/value table whose
     name is LIKE one of ``patterns``."""
     if not {"name", "value"} <= {c for c, _ in tables.get(table, ())}:
         return
     where = "(" + " OR ".join("name LIKE ?" for _ in patterns) + ")" + (" AND value != ''" if blank else "")
     for rowid, name in con.execute(f"SELECT rowid, name FROM {_q(table)} WHERE {where}", patterns).fetchall():
-        con.execute(f"UPDATE {_q(table)} SET value = '' WHERE rowid = ?" if blank else f"DELETE FROM {_q(table)} WHERE rowid = ?", (rowid,))
+        con.execute(
+            f"UPDATE {_q(table)} SET value = '' WHERE rowid = ?" if blank else f"DELETE FROM {_q(table)} WHERE rowid = ?",
+            (rowid,),
+        )
         report.note(label, f"{table} {name}", "value removed")
 
 
@@ -318,7 +327,9 @@ def _scrubbed_copy(src: Path, report: ScrubReport) -> sqlite3.Connection:
     """``src`` copied into a private temporary database (SQLite unlinks its file at once, so it
     vanishes with the process, however that ends) and scrubbed there."""
     if src.suffix in REPORT_SUFFIXES:
-        raise BadExport(src, "is a report, not a .sqlite export", "export it (nsys export --type sqlite), scrub that, delete the report")
+        raise BadExport(
+            src, "is a report, not a .sqlite export", "export it (nsys export --type sqlite), scrub that, delete the report"
+        )
     check_sqlite(src)
     work = sqlite3.connect("")
     try:

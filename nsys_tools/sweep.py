@@ -141,7 +141,11 @@ def load(path: str | Path) -> Sweep:
         raise BadExport(file, f"is not valid JSON ({exc.msg})", "was the sweep interrupted? re-run it with --resume") from exc
     entries = manifest.get("shapes", {}) if isinstance(manifest, dict) else None
     if not isinstance(entries, dict) or not all(isinstance(e, dict) for e in entries.values()):
-        raise BadExport(file, "is not a sweep manifest (a JSON object with a shapes object)", "pass a folder written by nsys-tools capture sweep")
+        raise BadExport(
+            file,
+            "is not a sweep manifest (a JSON object with a shapes object)",
+            "pass a folder written by nsys-tools capture sweep",
+        )
     shapes = [s for s, e in entries.items() if e.get("status") == "ok" and (root / f"{s}.sqlite").exists()]
     return Sweep(root, manifest, shapes)
 

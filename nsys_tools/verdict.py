@@ -109,7 +109,8 @@ def judge(sweep) -> Session:
     try:
         clocks = _clock_summary(sweep.harness, float(max_sm) if max_sm else None)
     except (TypeError, ValueError) as exc:
-        raise BadExport(sweep.path, f"its clock samples cannot be read ({exc})", "was the sweep interrupted? re-run it with --resume") from exc
+        hint = "was the sweep interrupted? re-run it with --resume"
+        raise BadExport(sweep.path, f"its clock samples cannot be read ({exc})", hint) from exc
     if clocks.get("sm_mhz_max") and clocks["sm_mhz_median"] < MIN_CLOCK_SHARE * clocks["sm_mhz_max"]:
         reasons.append(
             f"the SM clock ran at {clocks['sm_mhz_median']:.0f} MHz during the trace, "

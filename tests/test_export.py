@@ -176,7 +176,9 @@ def test_nsys_that_hangs_times_out(tmp_path, monkeypatch):
 
 def test_nsys_version_mismatch_is_passed_through(tmp_path, monkeypatch):
     line = "The report was created by a newer version of Nsight Systems (2025.3.1) than this one (2024.2.3)."
-    monkeypatch.setenv("NSYS", str(_script(tmp_path / "nsys", f'echo "Importing..."\necho "{line}" >&2\necho "Failed" >&2\nexit 1\n')))
+    monkeypatch.setenv(
+        "NSYS", str(_script(tmp_path / "nsys", f'echo "Importing..."\necho "{line}" >&2\necho "Failed" >&2\nexit 1\n'))
+    )
     (tmp_path / "run.nsys-rep").write_bytes(b"report")
     with pytest.raises(BadExport) as err:
         open_export(tmp_path / "run.nsys-rep")
@@ -212,7 +214,9 @@ def test_report_in_a_read_only_folder(tmp_path, monkeypatch):
         return real_open(path, flags, *args)
 
     monkeypatch.setattr(os, "open", read_only_folder)
-    with pytest.raises(BadExport, match=r"its export cannot be written beside it \(Permission denied\); copy it to a writable folder"):
+    with pytest.raises(
+        BadExport, match=r"its export cannot be written beside it \(Permission denied\); copy it to a writable folder"
+    ):
         open_export(tmp_path / "run.nsys-rep")
 
 

@@ -24,7 +24,9 @@ OLD = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2024.2.sqlite"
 def fake_nsys(folder, source=NEW):
     """A stand-in for nsys: ``export`` copies ``source`` to the --output path and logs the call."""
     exe = folder / "nsys"
-    exe.write_text(f'#!/bin/sh\necho "$@" >> "{folder}/nsys.log"\nwhile [ "$1" != "--output" ]; do shift; done\ncp "{source}" "$2"\n')
+    exe.write_text(
+        f'#!/bin/sh\necho "$@" >> "{folder}/nsys.log"\nwhile [ "$1" != "--output" ]; do shift; done\ncp "{source}" "$2"\n'
+    )
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
     return exe
 

@@ -72,8 +72,13 @@ def plant(path: Path) -> None:
                 (910002, "batch_size=64"),
             ],
         )
-        con.execute("INSERT INTO DIAGNOSTIC_EVENT (timestamp, timestampType, source, severity, text) VALUES (1, 1, 1, 1, 'connected to gpu-node17 as alice')")
-        con.execute("INSERT INTO PROCESSES (globalPid, pid, name) VALUES (1, 99999, '/home/alice/venv/bin/python3 train.py --lr 3')")
+        con.execute(
+            "INSERT INTO DIAGNOSTIC_EVENT (timestamp, timestampType, source, severity, text) "
+            "VALUES (1, 1, 1, 1, 'connected to gpu-node17 as alice')"
+        )
+        con.execute(
+            "INSERT INTO PROCESSES (globalPid, pid, name) VALUES (1, 99999, '/home/alice/venv/bin/python3 train.py --lr 3')"
+        )
         # NVTX ranges whose texts look like environment entries: by id, inline, and a domain.
         tid = con.execute("SELECT globalTid FROM NVTX_EVENTS LIMIT 1").fetchone()[0]
         con.executemany(
@@ -111,7 +116,10 @@ def test_every_form_of_identity_goes_and_the_trace_stays(fixture_copy, version):
         assert needle.encode() not in raw, needle
     assert report.changed["capture environment rows"] >= 2
     assert report.changed["environment and credentials"] >= 5
-    assert _value(path, "SELECT value FROM StringIds WHERE id = 900003") == "Loaded CUPTI library: <nsys>/target-linux-x64/libcupti.so.13.0"
+    assert (
+        _value(path, "SELECT value FROM StringIds WHERE id = 900003")
+        == "Loaded CUPTI library: <nsys>/target-linux-x64/libcupti.so.13.0"
+    )
     assert _value(path, "SELECT value FROM StringIds WHERE id = 900004") == "/home/user/run/bench.py --out /home/user/out"
     assert _value(path, "SELECT value FROM StringIds WHERE id = 900006") == r"C:\Users\user\proj\train.py"
     assert _value(path, "SELECT text FROM DIAGNOSTIC_EVENT WHERE timestamp = 1") == "connected to <host> as <user>"
