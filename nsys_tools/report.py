@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -12,28 +12,10 @@ from pathlib import Path
 import polars as pl
 
 from . import cache, views
-from .errors import BadExport
-from .export import REPORT_SUFFIXES
+from .errors import NsysToolsError
+from .export import reading
+from .inputs import expand_inputs
 from .trace import open as open_trace
-
-
-def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
-    """Files as given; folders searched recursively for exports. A ``.sqlite`` beside a
-    ``.nsys-rep`` of the same name is its export, so the report is read once."""
-    found: list[Path] = []
-    for p in map(Path, paths):
-        if not p.exists():
-            raise BadExport(p, "no such file or folder", "check the path")
-        if p.is_file():
-            found.append(p)
-            continue
-        inside = sorted(q for q in p.rglob("*") if q.suffix in (".sqlite", *REPORT_SUFFIXES) and not q.name.startswith("."))
-        sqlite = {q.with_suffix("") for q in inside if q.suffix == ".sqlite"}
-        inside = [q for q in inside if q.suffix == ".sqlite" or q.with_suffix("") not in sqlite]
-        if not inside:
-            raise BadExport(p, "holds no .sqlite or .nsys-rep exports", "point at an export or a folder of them")
-        found.extend(inside)
-    return found
 
 
 def glob_regex(pattern: str) -> str:
@@ -59,7 +41,7 @@ def glob_regex(pattern: str) -> str:
 
 def _per_file(path: Path, *, view: str, by: tuple[str, ...], per_file: bool, nsys, options: dict) -> pl.DataFrame:
     """One export's partial table of ``view``, through the cache beside it."""
-    with open_trace(path, nsys) as trace:
+    with reading(path), open_trace(path, nsys) as trace:
         detail = " ".join(f"{k}={options[k]}" for k in sorted(options))
         part = cache.memo(
             trace.export,
@@ -79,6 +61,7 @@ def view_table(
     kernel_glob: str | None = None,
     nsys: str | Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    failures: list[NsysToolsError] | None = None,
     **options,
 ) -> pl.DataFrame:
     """The ``view`` table (``nsys_tools.views``) over ``paths`` (files or folders of exports).
@@ -88,19 +71,33 @@ def view_table(
     total)`` after each), each into a partial table that is cached beside it; the partials
     merge exactly. ``range_glob`` and ``kernel_glob`` keep rows whose ``range`` or ``kernel``
     matches. ``options`` go to the view (``names``, ``include_memops``, ``nesting``,
-    ``min_gap_ns``).
+    ``min_gap_ns``). With a ``failures`` list, an export that cannot be read is appended to it
+    and left out instead of stopping the report.
     """
     views.get(view)  # an unknown view fails before any export is read
     files = expand_inputs(paths)
     by_cols = tuple(views.by_columns(by))
-    work = partial(_per_file, view=view, by=by_cols, per_file=per_file, nsys=nsys, options=options)
-    parts = []
+    keys = [*(["file"] if per_file else []), *by_cols]
+    read = partial(_per_file, view=view, by=by_cols, per_file=per_file, nsys=nsys, options=options)
+
+    def work(path: Path) -> pl.DataFrame | None:
+        try:
+            return read(path)
+        except NsysToolsError as err:
+            if failures is None:
+                raise
+            failures.append(err)
+            return None
+
+    parts, done = [], 0
     with ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, len(files))) as pool:
         for part in pool.map(work, files):
-            parts.append(part)
+            done += 1
+            parts += [part] if part is not None else []
             if progress:
-                progress(len(parts), len(files))
-    keys = [*(["file"] if per_file else []), *by_cols]
+                progress(done, len(files))
+    if not parts:  # every export failed: an empty table of the view's columns
+        return views.empty(view, keys)
     frame = views.finalize(view, pl.concat(parts, how="diagonal_relaxed").lazy(), keys).collect()
     for column, glob in (("range", range_glob), ("kernel", kernel_glob)):
         if glob:
@@ -111,3 +108,16 @@ def view_table(
 def kernel_summary(paths: Sequence[str | Path], **kw) -> pl.DataFrame:
     """Statistics per (range, kernel) over ``paths``: ``view_table(paths, "kernels", ...)``."""
     return view_table(paths, "kernels", **kw)
+
+
+def named_ops(path: str | Path, *, names: str = "short", include_memops: bool = True, nsys=None) -> pl.DataFrame:
+    """One export's GPU operations with their innermost NVTX range: ``range``, ``kernel``,
+    ``duration_ns`` (through the cache, like the report)."""
+    with reading(path), open_trace(path, nsys) as trace:
+        options = f"names={names} memops={include_memops}"
+
+        def compute() -> pl.DataFrame:
+            ops = views.get("kernels").read(trace, [], names=names, include_memops=include_memops)
+            return ops.select("range", pl.col("kernel").cast(pl.String), "duration_ns").collect()
+
+        return cache.memo(trace.export, f"named ops {options}", compute)
