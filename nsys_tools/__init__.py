@@ -8,10 +8,12 @@ The package imports nothing heavy at the top (``open`` and ``Trace`` are loaded 
 ``capture/`` and the CLI's capture commands run on GPU machines without Polars or Altair. The
 library lives in the modules:
 
-- ``trace`` (the frame layer) over ``export``, ``schema``, ``events``, ``attribute``;
+- ``trace`` (the frame layer) over ``export``, ``schema``, ``events``, ``attribute``; ``inputs``: which exports;
 - ``views`` (kernels, ranges, api, memops, gaps), ``report``, ``metrics``, ``tables``;
+- ``plugin``, ``convention``: the op interface and the NVTX naming every capture follows;
 - ``sweep``, ``verdict``, ``ledger``, ``issue``, ``charts``: sweeps and issue comments;
-- ``census``: the codegen census; ``scrub``: removing the environment from exports;
+- ``compare``: any two captures, call for call;
+- ``census``: the codegen census; ``scrub``: removing identity from exports; ``files``: safe outputs;
 - ``cache``, ``bigexport``, ``bench``: large exports.
 """
 

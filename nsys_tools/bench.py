@@ -30,9 +30,11 @@ from pathlib import Path
 
 import polars as pl
 
+from . import cache
 from .bigexport import replicate
-from .errors import NsysNotFound
-from .export import find_nsys, open_export
+from .errors import NsysNotFound, NsysToolsError, OutputError
+from .export import find_nsys, nsys_timeout, open_export
+from .files import output_error
 
 # Run a command (on the cores given first, "" for any) and report its wall time and its peak
 # resident memory (the largest child's).
@@ -67,12 +69,38 @@ def parse_cpus(text: str) -> list[int]:
 
 
 def measure(cmd: list[str], cpus: list[int] | None = None) -> dict:
+    """Run ``cmd`` once (within the nsys timeout, on ``cpus`` if given), with its wall time and
+    peak memory."""
     pin = ",".join(map(str, cpus or []))
-    out = subprocess.run([sys.executable, "-c", _MEASURE, pin, *cmd], capture_output=True, text=True, check=True)
-    result = json.loads(out.stdout)
+    try:
+        out = subprocess.run([sys.executable, "-c", _MEASURE, pin, *cmd], capture_output=True, text=True, timeout=nsys_timeout())
+        result = json.loads(out.stdout)
+    except subprocess.TimeoutExpired as exc:
+        raise NsysToolsError(None, f"{' '.join(cmd[:3])}... did not finish in time", "set NSYS_TOOLS_NSYS_TIMEOUT") from exc
+    except ValueError as exc:
+        raise NsysToolsError(None, f"{' '.join(cmd[:3])}... could not be measured ({out.stderr.strip()[-300:]})") from exc
     if result["rc"] != 0:
-        raise RuntimeError(f"{' '.join(cmd[:3])}... failed: {result['stderr']}")
+        raise NsysToolsError(
+            None, f"{' '.join(cmd[:3])}... failed ({result['stderr'].strip()[-300:]})", "run it alone to see why"
+        )
     return result
+
+
+def check_space(sizes: list[int], source: Path, kernels0: int, workdir: Path) -> None:
+    """Refuse sizes whose exports would not fit: each is estimated as the source export scaled
+    by its kernel count (an upper bound: the string tables are not copied), against the space
+    free in ``workdir`` less a tenth for everything else."""
+    missing = [s for s in sizes if not (workdir / f"kernels-{s}.sqlite").exists()]
+    need = sum(source.stat().st_size * max(1, round(s / max(kernels0, 1))) for s in missing)
+    where = next(p for p in (workdir, *workdir.absolute().parents) if p.exists())
+    free = shutil.disk_usage(where).free
+    if need > 0.9 * free:
+        raise OutputError(
+            workdir,
+            f"exports of {', '.join(map(str, missing))} kernels would take about {need / 1e9:,.1f} GB, "
+            f"and {free / 1e9:,.1f} GB are free there",
+            "pass smaller --kernels, or a --workdir with more space",
+        )
 
 
 SQL_BASELINE = """
@@ -114,15 +142,23 @@ def _ours_cmd(export: Path, out: Path) -> list[str]:
     return [sys.executable, "-m", "nsys_tools", "report", str(export), "--format", "csv", "--output", str(out)]
 
 
-def build(source: Path, export: Path, kernels: int, progress=print) -> None:
-    """``export`` with about ``kernels`` kernels replicated from ``source``, unless it exists."""
+def prepare(sizes: list[int], source: Path, workdir: Path) -> int:
+    """Check that exports of ``sizes`` fit in ``workdir`` and make it; the source's kernels."""
+    kernels0 = open_export(source).rows("CUPTI_ACTIVITY_KIND_KERNEL")
+    check_space(sizes, source, kernels0, workdir)
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise output_error(workdir, exc) from exc
+    return kernels0
+
+
+def build(source: Path, export: Path, kernels: int, kernels0: int, progress=print) -> None:
+    """``export`` with about ``kernels`` kernels replicated from ``source`` (which has
+    ``kernels0``), unless it exists."""
     if not export.exists():
         progress(f"building {export.name} from {source.name}")
-        replicate(source, export, max(0, round(kernels / open_export(source).rows("CUPTI_ACTIVITY_KIND_KERNEL")) - 1))
-
-
-def _drop_cache(export: Path) -> None:
-    shutil.rmtree(export.with_name(f".{export.name}.nsys-tools"), ignore_errors=True)
+        replicate(source, export, max(0, round(kernels / kernels0) - 1))
 
 
 def compare(ours_csv: Path, ref_csv: Path, nsys_format: bool) -> int:
@@ -168,12 +204,12 @@ def run(
         except NsysNotFound:
             if baseline == "nsys":
                 raise
-    workdir.mkdir(parents=True, exist_ok=True)
+    kernels0 = prepare(sizes, source, workdir)
     rows = []
     for size in sizes:
         export = workdir / f"kernels-{size}.sqlite"
-        build(source, export, size, progress)
-        _drop_cache(export)
+        build(source, export, size, kernels0, progress)
+        cache.clear(export)
         counts = {t: open_export(export).rows(t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME")}
         base = {
             "kernels": counts["CUPTI_ACTIVITY_KIND_KERNEL"],
@@ -253,10 +289,11 @@ def scaling(
     from . import engine
     from .report import kernel_summary
 
+    kernels0 = prepare([kernels * (exports + 1)], source, workdir)  # room for the export and its copies
     fleet = workdir / f"fleet-{exports}x{kernels}"
     fleet.mkdir(parents=True, exist_ok=True)
     one = workdir / f"kernels-{kernels}.sqlite"
-    build(source, one, kernels, progress)
+    build(source, one, kernels, kernels0, progress)
     files = [fleet / f"rank{k:04d}.sqlite" for k in range(exports)]
     for f in files:
         if not f.exists() or f.stat().st_size != one.stat().st_size:
@@ -265,7 +302,7 @@ def scaling(
     rows, first = [], None
     for spec in [f"local:{n}" for n in workers] + [None]:
         for f in files:
-            _drop_cache(f)
+            cache.clear(f)
         progress(f"{len(files)} exports of {kernels} kernels on {spec or 'threads in this process'}")
         t = time.perf_counter()
         with engine.connect(spec, threads_per_worker=threads) as eng:

@@ -2,8 +2,9 @@
 
 A report over many exports is one task per export, each returning a small mergeable part, and
 one exact merge on the client. ``Local`` and ``Dask`` differ only in how they schedule those
-tasks; both run each one through ``run_task``, so errors read the same, and both return the
-parts in the order of the inputs, so the merge sees the same thing either way.
+tasks; both run each one through ``run_task``, so errors read the same (with ``keep_going``, a
+task that cannot read its export returns the error in its place), and both return the parts in
+the order of the inputs, so the merge sees the same thing either way.
 
 ``connect(spec)`` gives the engine for ``--scheduler``: none for this process,
 ``local:N`` for a cluster of N worker processes on this machine, or the address of a running
@@ -33,19 +34,21 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def run_task(fn: Callable[[T], R], item: T, where: str = "") -> R:
-    """``fn(item)``; a file that cannot be read becomes an error naming it (and ``where`` it ran)."""
+def run_task(fn: Callable[[T], R], item: T, where: str = "", keep_going: bool = False) -> R | NsysToolsError:
+    """``fn(item)``; a file that cannot be read becomes an error naming it (and ``where`` it ran),
+    raised, or returned with ``keep_going``."""
     try:
         return fn(item)
     except NsysToolsError as err:
-        if not where:
-            raise
-        raise type(err)(err.path, f"{err.problem} (read on {where})", err.hint) from None
+        failed = type(err)(err.path, f"{err.problem} (read on {where})", err.hint) if where else err
     except OSError as exc:
         place = f" on {where}" if where else ""
-        raise BadExport(
+        failed = BadExport(
             Path(exc.filename or str(item)), f"cannot be read{place} ({exc.strerror or exc})", "check the path and permissions"
-        ) from None
+        )
+    if keep_going:
+        return failed
+    raise failed
 
 
 class Local:
@@ -54,20 +57,20 @@ class Local:
     def __init__(self, workers: int | None = None):
         self.workers = workers or cores()
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T], progress: Progress | None = None) -> list[R]:
-        out: list[R] = []
+    def map(self, fn: Callable[[T], R], items: Sequence[T], progress: Progress | None = None, keep_going: bool = False) -> list:
+        out: list = []
         with ThreadPoolExecutor(max_workers=max(1, min(self.workers, len(items)))) as pool:
-            for result in pool.map(lambda item: run_task(fn, item), items):
+            for result in pool.map(lambda item: run_task(fn, item, keep_going=keep_going), items):
                 out.append(result)
                 if progress:
                     progress(len(out), len(items))
         return out
 
 
-def _on_worker(item, fn):
+def _on_worker(item, fn, keep_going):
     from distributed import get_worker
 
-    return run_task(fn, item, f"worker {get_worker().address}")
+    return run_task(fn, item, f"worker {get_worker().address}", keep_going)
 
 
 class Dask:
@@ -77,12 +80,12 @@ class Dask:
     def __init__(self, client):
         self.client = client
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T], progress: Progress | None = None) -> list[R]:
+    def map(self, fn: Callable[[T], R], items: Sequence[T], progress: Progress | None = None, keep_going: bool = False) -> list:
         from distributed import as_completed
 
-        futures = self.client.map(_on_worker, list(items), fn=fn, pure=False)
+        futures = self.client.map(_on_worker, list(items), fn=fn, keep_going=keep_going, pure=False)
         order = {f.key: i for i, f in enumerate(futures)}
-        out: dict[int, R] = {}
+        out: dict[int, object] = {}
         try:
             for future in as_completed(futures):
                 out[order[future.key]] = future.result()

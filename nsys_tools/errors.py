@@ -28,6 +28,10 @@ class MissingTable(BadExport):
     """The export lacks a table this analysis needs."""
 
 
+class MissingColumn(BadExport):
+    """A table the analysis reads lacks a column it needs."""
+
+
 class NsysNotFound(NsysToolsError):
     """No usable ``nsys`` executable."""
 
@@ -36,9 +40,21 @@ class CaptureError(NsysToolsError):
     """A capture step failed (profiling, export, harness)."""
 
 
+class OutputError(NsysToolsError):
+    """An output cannot be written where it was asked for (an input, a folder, a device, no space)."""
+
+
 class SchedulerError(NsysToolsError):
     """No Dask to run on: not installed, or no scheduler at the address."""
 
 
 class UsageError(NsysToolsError):
     """Arguments that parse but make no sense together (unknown shape, impl, ...)."""
+
+
+class PluginError(NsysToolsError):
+    """An op or implementation plugin that cannot be loaded or breaks the interface."""
+
+
+class ToolMissing(NsysToolsError):
+    """A compiler or binary tool a step needs (NVRTC, Triton, cuobjdump) is not installed."""

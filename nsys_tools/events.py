@@ -71,7 +71,10 @@ def kernels(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
     only ``columns``)."""
     if not ex.has(S.KERNEL):
         ex.require(S.KERNEL, cuda_hint(ex))
-    return ex.select(S.KERNEL, fields(ex, S.KERNEL, S.KERNEL_FIELDS, columns))
+    selected = fields(ex, S.KERNEL, S.KERNEL_FIELDS, columns)
+    names = [f.sources for f in selected if f.name in ("short_name_id", "demangled_name_id")]
+    ex.check_columns(S.KERNEL, [*S.REQUIRED_COLUMNS[S.KERNEL], *names])
+    return ex.select(S.KERNEL, selected)
 
 
 def copy_kinds(ex: Export) -> pl.DataFrame:
@@ -91,6 +94,9 @@ def memops(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
     (``[CUDA memcpy Device-to-Host]``, ``[CUDA memset]``) and ``duration_ns``."""
     wanted = None if columns is None else {*columns, "copy_kind"}
     frames = []
+    for table in (S.MEMCPY, S.MEMSET):
+        if ex.has(table):
+            ex.check_columns(table)
     if ex.has(S.MEMCPY):
         frames.append(
             ex.select(S.MEMCPY, fields(ex, S.MEMCPY, S.MEMCPY_FIELDS, wanted))
@@ -135,6 +141,8 @@ def api_calls(
         where = f"nameId IN (SELECT id FROM {S.STRINGS} WHERE {names})"
     if correlation_ids is not None:
         where = _in_ids("correlationId", correlation_ids)
+    for t in tables:
+        ex.check_columns(t)
     frames = pl.concat([ex.select(t, fields(ex, t, S.API_FIELDS, wanted), where) for t in tables], how="diagonal_relaxed")
     if "global_tid" not in frames.collect_schema().names():
         return frames
@@ -199,6 +207,7 @@ def nvtx_ranges(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFram
     }
     if not ex.has(S.NVTX):
         return pl.LazyFrame(schema=out_schema)
+    ex.check_columns(S.NVTX)
     needed = {"start_ns", "end_ns", "event_type", "global_tid", "end_global_tid", "text", "text_id", "domain_id"}
     wanted = None if columns is None else {*columns, *needed}
     types = S.NVTX_PUSHPOP + S.NVTX_STARTEND + (S.NVTX_DOMAIN_CREATE,)

@@ -7,7 +7,7 @@ the same code runs on threads here or on Dask workers (``engine.py``)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -15,27 +15,10 @@ import polars as pl
 
 from . import cache, chunked, views
 from .engine import Local
-from .errors import BadExport
-from .export import REPORT_SUFFIXES, open_export
-
-
-def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
-    """Files as given; folders searched recursively for exports. A ``.sqlite`` beside a
-    ``.nsys-rep`` of the same name is its export, so the report is read once."""
-    found: list[Path] = []
-    for p in map(Path, paths):
-        if not p.exists():
-            raise BadExport(p, "no such file or folder", "check the path")
-        if p.is_file():
-            found.append(p)
-            continue
-        inside = sorted(q for q in p.rglob("*") if q.suffix in (".sqlite", *REPORT_SUFFIXES) and not q.name.startswith("."))
-        sqlite = {q.with_suffix("") for q in inside if q.suffix == ".sqlite"}
-        inside = [q for q in inside if q.suffix == ".sqlite" or q.with_suffix("") not in sqlite]
-        if not inside:
-            raise BadExport(p, "holds no .sqlite or .nsys-rep exports", "point at an export or a folder of them")
-        found.extend(inside)
-    return found
+from .errors import NsysToolsError
+from .export import open_export, reading
+from .inputs import expand_inputs
+from .trace import open as open_trace
 
 
 def glob_regex(pattern: str) -> str:
@@ -61,9 +44,11 @@ def glob_regex(pattern: str) -> str:
 
 def _per_file(path: Path, *, view: str, by: tuple[str, ...], per_file: bool, nsys, options: dict) -> pl.DataFrame:
     """One export's partial table of ``view``, through the cache beside it."""
-    ex = open_export(path, nsys)
-    detail = " ".join(f"{k}={options[k]}" for k in sorted(options))
-    part = cache.memo(ex, f"view {view} partial by={','.join(by)} {detail}", lambda: chunked.view_partial(ex, view, by, options))
+    with reading(path):
+        ex = open_export(path, nsys)
+        detail = " ".join(f"{k}={options[k]}" for k in sorted(options))
+        key = f"view {view} partial by={','.join(by)} {detail}"
+        part = cache.memo(ex, key, lambda: chunked.view_partial(ex, view, by, options))
     return part.with_columns(file=pl.lit(str(path))) if per_file else part
 
 
@@ -78,23 +63,31 @@ def view_table(
     nsys: str | Path | None = None,
     progress: Callable[[int, int], None] | None = None,
     engine=None,
+    failures: list[NsysToolsError] | None = None,
     **options,
 ) -> pl.DataFrame:
     """The ``view`` table (``nsys_tools.views``) over ``paths`` (files or folders of exports).
 
     ``by``: any of device, process, stream, as leading group-by columns; ``per_file`` keeps
-    exports apart (a leading ``file`` column). Exports are read in parallel (``progress(done,
-    total)`` after each), each into a partial table that is cached beside it; the partials
-    merge exactly. ``range_glob`` and ``kernel_glob`` keep rows whose ``range`` or ``kernel``
-    matches. ``options`` go to the view (``names``, ``include_memops``, ``nesting``,
-    ``min_gap_ns``).
+    exports apart (a leading ``file`` column). Each export is one task on ``engine``
+    (``engine.Local()``, threads here, by default, or ``engine.Dask``; ``progress(done, total)``
+    after each) that reads it into a partial table, cached beside it; the partials merge exactly.
+    ``range_glob`` and ``kernel_glob`` keep rows whose ``range`` or ``kernel`` matches.
+    ``options`` go to the view (``names``, ``include_memops``, ``nesting``, ``min_gap_ns``).
+    With a ``failures`` list, an export that cannot be read is appended to it and left out
+    instead of stopping the report.
     """
     views.get(view)  # an unknown view fails before any export is read
     files = expand_inputs(paths)
     by_cols = tuple(views.by_columns(by))
-    work = partial(_per_file, view=view, by=by_cols, per_file=per_file, nsys=nsys, options=options)
-    parts = (engine or Local()).map(work, files, progress)
     keys = [*(["file"] if per_file else []), *by_cols]
+    read = partial(_per_file, view=view, by=by_cols, per_file=per_file, nsys=nsys, options=options)
+    results = (engine or Local()).map(read, files, progress, keep_going=failures is not None)
+    parts = [r for r in results if not isinstance(r, NsysToolsError)]
+    if failures is not None:
+        failures.extend(r for r in results if isinstance(r, NsysToolsError))
+    if not parts:  # every export failed: an empty table of the view's columns
+        return views.empty(view, keys)
     frame = views.finalize(view, pl.concat(parts, how="diagonal_relaxed").lazy(), keys).collect()
     for column, glob in (("range", range_glob), ("kernel", kernel_glob)):
         if glob:
@@ -105,3 +98,16 @@ def view_table(
 def kernel_summary(paths: Sequence[str | Path], **kw) -> pl.DataFrame:
     """Statistics per (range, kernel) over ``paths``: ``view_table(paths, "kernels", ...)``."""
     return view_table(paths, "kernels", **kw)
+
+
+def named_ops(path: str | Path, *, names: str = "short", include_memops: bool = True, nsys=None) -> pl.DataFrame:
+    """One export's GPU operations with their innermost NVTX range: ``range``, ``kernel``,
+    ``duration_ns`` (through the cache, like the report)."""
+    with reading(path), open_trace(path, nsys) as trace:
+        options = f"names={names} memops={include_memops}"
+
+        def compute() -> pl.DataFrame:
+            ops = views.get("kernels").read(trace, [], names=names, include_memops=include_memops)
+            return ops.select("range", pl.col("kernel").cast(pl.String), "duration_ns").collect()
+
+        return cache.memo(trace.export, f"named ops {options}", compute)

@@ -22,7 +22,8 @@ STRINGS = "StringIds"
 # The GPU table: TARGET_INFO_CUDA_GPU keyed by deviceId (nsys before mid-2021), then
 # TARGET_INFO_GPU keyed by id; TARGET_INFO_CUDA_DEVICE (2023 and later) maps each process's CUDA
 # device ordinal (which CUDA_VISIBLE_DEVICES renumbers) to the GPU's id.
-GPUS = ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU")
+GPU = "TARGET_INFO_GPU"
+GPUS = (GPU, "TARGET_INFO_CUDA_GPU")
 CUDA_DEVICE = "TARGET_INFO_CUDA_DEVICE"
 PROCESSES = "PROCESSES"
 MEMCPY_KIND_ENUM = "ENUM_CUDA_MEMCPY_OPER"
@@ -156,3 +157,27 @@ GPU_FIELDS = (
 
 CUDA_DEVICE_FIELDS = (f("gpu_id", "gpuId"), f("device_id", "cudaId"), f("pid", "pid"))
 PROCESS_FIELDS = (f("global_pid", "globalPid"), f("pid", "pid"), f("process_name", "name", dtype="str"))
+
+# Columns the analysis cannot do without, per table (a tuple: any one of them). Other columns
+# an export lacks read as nulls; these stop the reader with an error naming the column.
+_ACTIVITY_REQUIRED = ("start", "end", "correlationId")
+REQUIRED_COLUMNS: dict[str, tuple[str | tuple[str, ...], ...]] = {
+    KERNEL: _ACTIVITY_REQUIRED,
+    MEMCPY: (*_ACTIVITY_REQUIRED, "bytes", "copyKind"),
+    MEMSET: (*_ACTIVITY_REQUIRED, "bytes"),
+    RUNTIME: (*_ACTIVITY_REQUIRED, "globalTid", "nameId"),
+    DRIVER: (*_ACTIVITY_REQUIRED, "globalTid", "nameId"),
+    NVTX: ("start", "end", "eventType", "globalTid", ("text", "textId")),
+}
+
+# Strings the analysis reads, which ``scrub`` must never change: columns holding StringIds ids
+# (kernel names, API names, NVTX texts and domains), and columns holding the text inline.
+ANALYSIS_STRING_IDS = (
+    (KERNEL, "shortName"),
+    (KERNEL, "demangledName"),
+    (KERNEL, "mangledName"),
+    (RUNTIME, "nameId"),
+    (DRIVER, "nameId"),
+    (NVTX, "textId"),
+)
+ANALYSIS_TEXT = ((NVTX, "text"), (GPU, "name"))

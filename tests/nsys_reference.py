@@ -36,3 +36,11 @@ def assert_close(both: pl.DataFrame, pairs: dict[str, str], report: str, tol: fl
     for ours, theirs in pairs.items():
         worst = (both[ours] / scale - both[theirs]).abs().max()
         assert worst <= tol, f"{ours} differs from {NSYS} {report} {theirs!r} by {worst}"
+
+
+def assert_time_stats(both: pl.DataFrame, report: str, instances: str = "Instances") -> None:
+    """Our time statistics against nsys's usual columns: count, total, median, extremes exactly;
+    mean, standard deviation and share to nsys's one decimal."""
+    exact = {"total_ns": "Total Time (ns)", "median_ns": "Med (ns)", "min_ns": "Min (ns)", "max_ns": "Max (ns)"}
+    assert_equal(both, {"instances": instances, **exact}, report)
+    assert_close(both, {"mean_ns": "Avg (ns)", "stddev_ns": "StdDev (ns)", "time_pct": "Time (%)"}, report)

@@ -94,3 +94,14 @@ def test_scheduler_specs(spec):
     with pytest.raises(ValueError):
         engine.parse(spec)
     assert engine.parse("local:4") == ("local", 4) and engine.parse("tcp://h:8786") == ("address", "tcp://h:8786")
+
+
+def test_a_fleet_goes_on_past_an_export_a_worker_cannot_read(dask_engine, tmp_path):
+    for k in range(3):
+        shutil.copyfile(EXPORTS[0], tmp_path / f"rank{k}.sqlite")
+    (tmp_path / "rank1.sqlite").write_bytes(b"SQLite format 3\x00" + bytes(200))
+    failures = []
+    table = kernel_summary([tmp_path], engine=dask_engine, failures=failures, range_glob="triton*")
+    assert table["instances"].to_list() == [200]  # two good exports of 100 calls
+    assert len(failures) == 1 and str(failures[0]).startswith(f"{tmp_path / 'rank1.sqlite'}: ")
+    assert "(read on worker tcp://" in str(failures[0])

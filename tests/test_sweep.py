@@ -36,7 +36,7 @@ def test_summary_rows(quiet):
     assert row["kernels"] == "layer_norm_fwd" and row["op"] == "layernorm" and row["l2"] == "cold"
     assert row["kernel_p10_ns"] <= row["kernel_median_ns"] <= row["kernel_p90_ns"]
     assert row["span_median_ns"] > row["kernel_median_ns"]  # the span includes the launch the GPU waited for
-    assert row["gbps"] == pytest.approx(row["bytes"] / row["kernel_median_ns"])
+    assert row["gb_per_s"] == pytest.approx(row["bytes"] / row["kernel_median_ns"])
     copy = s.filter(pl.col("impl") == "copy")["kernels"].unique().to_list()
     assert copy == ["[CUDA memcpy Device-to-Device]"]
 
@@ -164,7 +164,7 @@ def test_reject_and_issue_comment(book, tmp_path):
     assert "#### Kernel time, µs: median (p10–p90), from the Nsight Systems trace" in md
     assert "#### Event span, µs: median (p10–p90), from CUDA events with tracing off" in md
     assert md.index("Kernel time, µs") < md.index("Event span, µs")
-    assert "Triton's kernel came back at 9.12 µs at 4096x768, inside its band" in md
+    assert "triton's kernel came back at 9.12 µs at 4096x768, inside its band" in md
     assert "these numbers are usable" in md
     assert "inputs rotated over 2–9 buffer sets per shape" in md  # 2 at 4096x4096, 9 at 1024x2048
     assert "| ours\\_regcap | 38.36 µs kernel at 4096x4096 vs 34.47 | a 32-register cap spills |" in md

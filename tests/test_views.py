@@ -11,7 +11,7 @@ import pytest
 from nsys_tools.report import view_table
 
 from .conftest import FIXTURES
-from .nsys_reference import MB, assert_close, assert_equal, paired, reference
+from .nsys_reference import MB, assert_close, assert_equal, assert_time_stats, paired, reference
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "reports" / "sweeps" / "20261129-183449-quiet"
@@ -40,18 +40,7 @@ def test_kernels_match_cuda_gpu_kern_sum_nvtx_name(export):
         Name=pl.when(pl.col("range") == "").then(pl.col("kernel")).otherwise(pl.col("range") + "/" + pl.col("kernel"))
     )
     both = paired(ours, reference(name, "cuda_gpu_kern_sum_nvtx-name"), "Name", report)
-    assert_equal(
-        both,
-        {
-            "instances": "Instances",
-            "total_ns": "Total Time (ns)",
-            "median_ns": "Med (ns)",
-            "min_ns": "Min (ns)",
-            "max_ns": "Max (ns)",
-        },
-        report,
-    )
-    assert_close(both, {"mean_ns": "Avg (ns)", "stddev_ns": "StdDev (ns)", "time_pct": "Time (%)"}, report)
+    assert_time_stats(both, report)
 
 
 def test_each_kernel_counted_once(export):
@@ -107,18 +96,7 @@ def test_api_matches_cuda_api_sum(name):
     path = EXPORTS[name]
     report = "cuda_api_sum"
     both = paired(view_table([path], "api").rename({"api": "Name"}), reference(name, report), "Name", report)
-    assert_equal(
-        both,
-        {
-            "instances": "Num Calls",
-            "total_ns": "Total Time (ns)",
-            "median_ns": "Med (ns)",
-            "min_ns": "Min (ns)",
-            "max_ns": "Max (ns)",
-        },
-        report,
-    )
-    assert_close(both, {"mean_ns": "Avg (ns)", "stddev_ns": "StdDev (ns)", "time_pct": "Time (%)"}, report)
+    assert_time_stats(both, report, instances="Num Calls")
 
 
 def test_memops_match_cuda_gpu_mem_size_and_time_sum(export):
@@ -126,18 +104,7 @@ def test_memops_match_cuda_gpu_mem_size_and_time_sum(export):
     ours = view_table([path], "memops").rename({"operation": "Operation"})
     report = "cuda_gpu_mem_time_sum"
     both = paired(ours, reference(name, report), "Operation", report)
-    assert_equal(
-        both,
-        {
-            "instances": "Count",
-            "total_ns": "Total Time (ns)",
-            "median_ns": "Med (ns)",
-            "min_ns": "Min (ns)",
-            "max_ns": "Max (ns)",
-        },
-        report,
-    )
-    assert_close(both, {"mean_ns": "Avg (ns)", "stddev_ns": "StdDev (ns)", "time_pct": "Time (%)"}, report)
+    assert_time_stats(both, report, instances="Count")
     report = "cuda_gpu_mem_size_sum"
     both = paired(ours, reference(name, report), "Operation", report)
     assert_equal(both, {"instances": "Count"}, report)

@@ -93,3 +93,10 @@ def table(trace: Trace, name: str, by: Iterable[str] = (), **options) -> pl.Data
     """View ``name`` of one trace, split by the ``--by`` keys in ``by``."""
     keys = by_columns(by)
     return finalize(name, partial(name, trace, keys, **options), keys).collect()
+
+
+def empty(name: str, keys: Sequence[str]) -> pl.DataFrame:
+    """View ``name``'s table with no rows (every export failed to read)."""
+    import polars as pl
+
+    return pl.DataFrame(schema=dict.fromkeys([*keys, *get(name).COLUMNS], pl.Null))

@@ -15,19 +15,7 @@ import polars as pl
 from .. import metrics
 
 MEASURED = {"duration_ns": "{}_ns"}
-COLUMNS = (
-    "api",
-    "instances",
-    "total_ns",
-    "time_pct",
-    "mean_ns",
-    "median_ns",
-    "min_ns",
-    "max_ns",
-    "stddev_ns",
-    "p10_ns",
-    "p90_ns",
-)
+COLUMNS = ("api", "instances", *metrics.timed())
 LAUNCH = ("global_pid", "correlation_id")
 
 

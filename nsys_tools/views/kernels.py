@@ -14,20 +14,7 @@ import polars as pl
 from .. import metrics
 
 MEASURED = {"duration_ns": "{}_ns"}
-COLUMNS = (
-    "range",
-    "kernel",
-    "instances",
-    "total_ns",
-    "time_pct",
-    "mean_ns",
-    "median_ns",
-    "min_ns",
-    "max_ns",
-    "stddev_ns",
-    "p10_ns",
-    "p90_ns",
-)
+COLUMNS = ("range", "kernel", "instances", *metrics.timed())
 
 
 def read(

@@ -14,24 +14,7 @@ import polars as pl
 from .. import metrics
 
 MEASURED = {"bytes": "{}_bytes", "duration_ns": "{}_ns"}
-COLUMNS = (
-    "operation",
-    "instances",
-    "total_bytes",
-    "mean_bytes",
-    "median_bytes",
-    "min_bytes",
-    "max_bytes",
-    "stddev_bytes",
-    "total_ns",
-    "time_pct",
-    "mean_ns",
-    "median_ns",
-    "min_ns",
-    "max_ns",
-    "stddev_ns",
-    "gbps",
-)
+COLUMNS = ("operation", "instances", *metrics.named("{}_bytes", metrics.STATS[:6]), *metrics.timed()[:7], "gbps")
 
 
 def read(trace, by: Sequence[str]) -> pl.LazyFrame:
