@@ -2,8 +2,9 @@
 
 The store behind reading an export of any size in bounded memory (``chunked.py``): each frame
 added is split by an integer key column modulo the number of buckets; the pieces stay in memory
-until they hold ``budget`` bytes, then all of them are written, one Arrow IPC file per (stream,
-bucket), into a temporary folder, and memory is free again. ``take`` gives back everything some
+until they hold ``budget`` bytes, then all of them are written into a temporary folder, one Arrow
+IPC file per stream with a record batch per bucket (read back by index), and memory is free
+again. ``take`` gives back everything some
 buckets received, from memory and disk, in the order it was added; ``groups`` says which buckets
 to take together so that each take is about a given size. This is the partitioning step of a
 Grace hash join (Kitsuregawa et al., 1983): rows with equal keys land in the same bucket, so two
@@ -27,7 +28,7 @@ class Spill:
     def __init__(self, buckets: int, key: str, budget: int):
         self.buckets, self.key, self.budget = buckets, key, budget
         self.held: dict[tuple[str, int], list[pl.DataFrame]] = defaultdict(list)
-        self.files: dict[tuple[str, int], list[Path]] = defaultdict(list)
+        self.files: dict[tuple[str, int], list[tuple[Path, range]]] = defaultdict(list)  # record batches
         self.schemas: dict[str, pl.Schema] = {}
         self.sizes = [0] * buckets  # bytes each bucket received, all streams together
         self.held_bytes = 0
@@ -72,28 +73,45 @@ class Spill:
         return runs
 
     def take(self, stream: str, buckets: list[int]) -> pl.DataFrame:
-        """Everything ``stream`` put into ``buckets``, each bucket's files first (they were
-        added first), then what is still in memory. Their share is released."""
+        """Everything ``stream`` put into ``buckets``, each bucket's spilled rows first (they
+        were added first), then what is still in memory; one contiguous frame. Their share is
+        released."""
         pieces = []
         for b in buckets:
-            pieces += [_read(f) for f in self.files.pop((stream, b), [])]
+            pieces += [_read(path, batches) for path, batches in self.files.pop((stream, b), [])]
             pieces += self.held.pop((stream, b), [])
         if not pieces:
             return pl.DataFrame(schema=self.schemas.get(stream, {}))
-        return pl.concat(pieces, how="vertical", rechunk=False)
+        return pl.concat(pieces, how="vertical", rechunk=True)
 
     def _flush(self) -> None:
+        import pyarrow as pa
+
         if self._folder is None:
             self._folder = tempfile.TemporaryDirectory(prefix="nsys-tools-spill-")
+        streams: dict[str, list[tuple[int, pa.Table]]] = defaultdict(list)
         for (stream, b), pieces in self.held.items():
-            path = Path(self._folder.name) / f"{stream}-{b}-{self.flushes}.arrow"
-            pl.concat(pieces, how="vertical", rechunk=False).write_ipc(path)
-            self.files[stream, b].append(path)
+            streams[stream].append((b, pl.concat(pieces, how="vertical", rechunk=True).to_arrow()))
+        for stream, tables in streams.items():
+            path = Path(self._folder.name) / f"{stream}-{self.flushes}.arrow"
+            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, tables[0][1].schema) as writer:
+                written = 0
+                for b, table in tables:
+                    batches = table.to_batches()
+                    for batch in batches:
+                        writer.write_batch(batch)
+                    self.files[stream, b].append((path, range(written, written + len(batches))))
+                    written += len(batches)
         self.held.clear()
         self.held_bytes = 0
         self.flushes += 1
 
 
-def _read(path: Path) -> pl.DataFrame:
-    with path.open("rb") as fh:  # read, not memory-mapped: mapped pages would count as resident
-        return pl.read_ipc(fh)
+def _read(path: Path, batches: range) -> pl.DataFrame:
+    """Some record batches of a spill file, read (not memory-mapped: mapped pages would count as
+    resident)."""
+    import pyarrow as pa
+
+    with pa.OSFile(str(path), "rb") as source:
+        reader = pa.ipc.open_file(source)
+        return pl.from_arrow(pa.Table.from_batches([reader.get_batch(i) for i in batches], reader.schema))
