@@ -116,6 +116,8 @@ def view_partial(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.
         for (table, fields, where), stream in dry.reads.items():
             for window in ex.windows([table], WINDOW_ROWS):
                 spill.add(stream, window.select(table, fields, where).collect())
+        if spill.flushes:  # past the budget: the rest goes to disk too, the pieces need the memory
+            spill.flush()
         pieces = []
         for group in spill.groups(BUCKET_BYTES):
             piece = _Piece(**whole, spill=spill, streams=dry.reads, group=tuple(group))

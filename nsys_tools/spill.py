@@ -57,7 +57,7 @@ class Spill:
             self.held_bytes += size
             self.sizes[b] += size
         if self.held_bytes > self.budget:
-            self._flush()
+            self.flush()
 
     def groups(self, size: int) -> list[list[int]]:
         """The buckets in runs of consecutive ones that together received at most ``size`` bytes
@@ -84,7 +84,8 @@ class Spill:
             return pl.DataFrame(schema=self.schemas.get(stream, {}))
         return pl.concat(pieces, how="vertical", rechunk=True)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Write what is held to disk and free its memory."""
         import pyarrow as pa
 
         if self._folder is None:
