@@ -38,7 +38,7 @@ from .spill import Spill
 from .trace import Trace
 
 WINDOW_ROWS = 2_000_000  # rows of a table read at a time
-BUCKET_BYTES = 64 * 2**20  # rows of the large tables a piece holds, in bytes
+BUCKET_BYTES = 48 * 2**20  # rows of the large tables a piece holds, in bytes
 SPILL_BYTES = 128 * 2**20  # held in memory before buckets go to disk
 LARGE = (S.KERNEL, S.MEMCPY, S.MEMSET, S.RUNTIME, S.DRIVER)
 KEY = "correlation_id"
