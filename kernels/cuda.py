@@ -184,16 +184,49 @@ def vec_width(problem: Problem) -> int:
 
 
 @cache
-def _module(names: tuple[str, ...]):
+def _module(source: Path, options: tuple[str, ...], names: tuple[str, ...]):
     import cupy as cp
 
-    return cp.RawModule(code=SOURCE.read_text(), options=NVRTC_OPTIONS, name_expressions=list(names))
+    return cp.RawModule(code=source.read_text(), options=options, name_expressions=list(names))
 
 
-def compile_kernels(names: list[str]) -> dict[str, object]:
-    """Compile ``layernorm.cu`` once for all ``names`` and return their CuPy kernels."""
-    module = _module(tuple(sorted(set(names))))
+def compile_kernels(names: list[str], source: Path = SOURCE, options: tuple[str, ...] = NVRTC_OPTIONS) -> dict[str, object]:
+    """Compile ``source`` (default ``layernorm.cu``) once for all ``names`` (template
+    instantiations, by name) and return their CuPy kernels. CuPy adds ``-arch=sm_XY`` for the
+    device; an ``-arch`` in ``options`` (``sm_90a``) takes precedence with NVRTC."""
+    module = _module(source, tuple(options), tuple(sorted(set(names))))
     return {name: module.get_function(name) for name in names}
+
+
+def nvrtc_cubin(source: Path, name: str, options: tuple[str, ...], arch: str) -> tuple[str, bytes]:
+    """Compile ``source`` for ``arch`` without a GPU, through NVRTC (``cuda.bindings``) with
+    ``options`` and the ones CuPy adds, instantiating ``name``: (its mangled name, the cubin).
+    Raises ``ToolMissing`` without NVRTC and ``NsysToolsError`` when NVRTC fails."""
+    from nsys_tools.errors import NsysToolsError, ToolMissing
+
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as exc:
+        raise ToolMissing(None, "NVRTC's Python bindings are not installed", "pip install 'nsys-tools[census]'") from exc
+    try:
+        err, prog = nvrtc.nvrtcCreateProgram(source.read_bytes(), source.name.encode(), 0, [], [])
+    except RuntimeError as exc:  # the bindings could not load libnvrtc
+        raise ToolMissing(None, f"NVRTC could not be loaded ({exc})", "pip install 'nsys-tools[census]'") from exc
+    nvrtc.nvrtcAddNameExpression(prog, name.encode())
+    opts = [o.encode() for o in (*options, *CUPY_IMPLICIT_OPTIONS, f"-arch={arch}")]
+    (result,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        message = log.decode(errors="replace").strip(" \x00\n")[:300]
+        raise NsysToolsError(source, f"NVRTC failed for {name}: {message}")
+    _, lowered = nvrtc.nvrtcGetLoweredName(prog, name.encode())
+    _, size = nvrtc.nvrtcGetCUBINSize(prog)
+    cubin = b" " * size
+    nvrtc.nvrtcGetCUBIN(prog, cubin)
+    nvrtc.nvrtcDestroyProgram(prog)
+    return lowered.decode(), cubin
 
 
 def launcher(problem: Problem, plan: Launch):

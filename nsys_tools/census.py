@@ -21,11 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .errors import NsysToolsError, UsageError
-
-
-class ToolMissing(NsysToolsError):
-    """A compiler or binary tool the census needs is not installed."""
+from .errors import NsysToolsError, ToolMissing, UsageError
 
 
 @dataclass
@@ -47,33 +43,11 @@ def _arch_number(arch: str) -> int:
 
 def compile_ours(variant: str, m: int, n: int, arch: str) -> Compiled:
     """NVRTC: ``kernels/layernorm.cu`` with the launcher's options and instantiation, to a cubin."""
-    from kernels.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, SOURCE, launch_config
+    from kernels.cuda import NVRTC_OPTIONS, SOURCE, launch_config, nvrtc_cubin
 
-    try:
-        from cuda.bindings import nvrtc
-    except ImportError as exc:
-        raise ToolMissing(None, "NVRTC's Python bindings are not installed", "pip install 'nsys-tools[census]'") from exc
     plan = launch_config(variant, m, n, vec=4 if n % 4 == 0 else 1, arch=_arch_number(arch))
-    name = plan.kernel.encode()
-    try:
-        err, prog = nvrtc.nvrtcCreateProgram(SOURCE.read_bytes(), b"layernorm.cu", 0, [], [])
-    except RuntimeError as exc:  # the bindings could not load libnvrtc
-        raise ToolMissing(None, f"NVRTC could not be loaded ({exc})", "pip install 'nsys-tools[census]'") from exc
-    nvrtc.nvrtcAddNameExpression(prog, name)
-    opts = [o.encode() for o in (*NVRTC_OPTIONS, *CUPY_IMPLICIT_OPTIONS, f"-arch={arch}")]
-    (result,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-    if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        message = log.decode(errors="replace").strip(" \x00\n")[:300]
-        raise NsysToolsError(SOURCE, f"NVRTC failed for {plan.kernel}: {message}")
-    _, lowered = nvrtc.nvrtcGetLoweredName(prog, name)
-    _, size = nvrtc.nvrtcGetCUBINSize(prog)
-    cubin = b" " * size
-    nvrtc.nvrtcGetCUBIN(prog, cubin)
-    nvrtc.nvrtcDestroyProgram(prog)
-    return Compiled(variant, lowered.decode(), cubin, plan.grid, plan.block, plan.shared_bytes)
+    lowered, cubin = nvrtc_cubin(SOURCE, plan.kernel, NVRTC_OPTIONS, arch)
+    return Compiled(variant, lowered, cubin, plan.grid, plan.block, plan.shared_bytes)
 
 
 def compile_triton(m: int, n: int, arch: str) -> Compiled:
