@@ -110,7 +110,8 @@ def bench_shape(op, shape, impl_names: list[str], rounds: int, ms: float, l2: in
     for name in names:  # warm-up: clocks up, autotuning and lazy loading out of the way
         calls_for(launchers[name][0], 1.0)
     calls = {name: calls_for(launchers[name][0], ms) for name in names}
-    torch.cuda.synchronize()
+    for name in names:  # one untimed round: the SM clock up from idle before the first timed one
+        time_calls(launchers[name], calls[name])
     samples: dict[str, list[list[float]]] = {n: [] for n in names}
     for rnd in range(rounds):
         k = rnd % max(1, len(names))

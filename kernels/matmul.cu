@@ -13,8 +13,11 @@
 //   mm_wgmma_bf16 / mm_wgmma_tf32   sm_90a: tiles brought by the tensor memory accelerator (TMA,
 //              128-byte swizzle) into a ring of STAGES shared-memory stages, one producer warp
 //              group and two consumer warp groups issuing wgmma (warp specialization),
-//              full/empty mbarriers per stage. No setmaxnreg: ptxas allocates every warp group
-//              the launch's 168 registers (65536 / 384) whatever setmaxnreg asks at run time.
+//              full/empty mbarriers per stage; bf16 optionally keeps one wgmma batch in flight
+//              (KEEP) and can store C through shared memory and TMA (EPI); a block loops over
+//              tiles, so a grid of one block per SM is persistent.
+//              No setmaxnreg: ptxas allocates every warp group the launch's 168 registers
+//              (65536 / 384) whatever setmaxnreg would ask at run time.
 //              TF32 wgmma reads only K-major operands from shared memory, and B is N-major here,
 //              so the TF32 kernel computes C^T = B^T A^T: B^T comes from registers (loaded from
 //              the swizzled tile), A^T is K-major in shared memory; the design of CUTLASS's
@@ -333,9 +336,34 @@ __device__ __forceinline__ void tma_load(unsigned dst, const TensorMap* map, int
       : "memory");
 }
 
+// A box of shared memory at `src` to a 2-D tensor map (out-of-bounds elements are not written).
+__device__ __forceinline__ void tma_store(const TensorMap* map, int x, int y, unsigned src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+                   reinterpret_cast<unsigned long long>(map)),
+               "r"(x), "r"(y), "r"(src)
+               : "memory");
+}
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until the committed stores have read their shared memory.
+__device__ __forceinline__ void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// Shared memory written by this thread, ordered before the tensor memory accelerator reads it.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// A barrier among the `count` threads (whole warps) that name barrier `id` (1-15; 0 is __syncthreads).
+__device__ __forceinline__ void named_barrier(int id, int count) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory"); }
+__device__ __forceinline__ void stmatrix_x4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+__device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 // Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma.
 template <int R>
 __device__ __forceinline__ void fence_regs(float (&d)[R]) {
@@ -387,21 +415,31 @@ __device__ __forceinline__ void wgmma_tf32_n256(float (&d)[128], const unsigned 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
-// bf16: a tile of 128 x BN outputs per block of 3 warp groups; warp group 0 loads, warp groups 1
+// The tiles of C a block computes: blockIdx.x, then every gridDim.x-th. With one block per tile
+// each block computes one; with a persistent grid (one block per SM) the producer runs ahead
+// into the next tile while the consumers store the last, and blocks start only once.
+#define FOR_EACH_TILE(tile, tiles) for (int tile = blockIdx.x; tile < (tiles); tile += gridDim.x)
+
+// bf16: tiles of 128 x BN outputs, blocks of 3 warp groups; warp group 0 loads, warp groups 1
 // and 2 each compute 64 rows with wgmma m64nBNk16. Per stage: A as one 128 x 64 box (K-major,
 // rows of 128 bytes), B as BN / 64 boxes of 64 rows (k) x 64 columns (n) (N-major, `tnspB`).
-template <int BN, int STAGES>
+// KEEP = 1: a consumer issues stage k's wgmmas before waiting for stage k - 1's to finish (one
+// batch in flight), and frees stage k - 1 then; KEEP = 0 waits for every batch.
+// EPI = 0: the accumulators go to C by 4-byte stores (a pair of columns per thread and row);
+// EPI = 1: each consumer warp group writes its 64 x BN tile to shared memory with stmatrix (in
+// the 128-byte swizzle, as boxes of 64 x 64) and one thread stores it to C with TMA, which runs
+// on while the warp group starts the next tile.
+template <int BN, int STAGES, int KEEP, int EPI>
 __global__ void __launch_bounds__(384, 1) mm_wgmma_bf16(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
-                                                        bf16* __restrict__ C, int M, int N, int K, int group) {
+                                                        const __grid_constant__ TensorMap tmC, bf16* __restrict__ C, int M, int N, int K,
+                                                        int group) {
   constexpr int BM = 128, BK = 64;
   constexpr unsigned A_BYTES = BM * BK * 2, B_BOX = 64 * BK * 2, STAGE = A_BYTES + BN / 64 * B_BOX;
   __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
   extern __shared__ __align__(1024) unsigned char smem[];
   const unsigned base = (smem_u32(smem) + 1023u) & ~1023u;  // the swizzle needs 1024-byte alignment
   const int wg = threadIdx.x / 128, lane = threadIdx.x % 32;
-  int tm, tn;
-  tile_of(blockIdx.x, (M + BM - 1) / BM, (N + BN - 1) / BN, group, tm, tn);
-  const int m0 = tm * BM, n0 = tn * BN;
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
   const int KT = (K + BK - 1) / BK;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -414,59 +452,108 @@ __global__ void __launch_bounds__(384, 1) mm_wgmma_bf16(const __grid_constant__ 
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
-      for (int kt = 0; kt < KT; ++kt) {
-        const int s = kt % STAGES;
-        mbar_wait(smem_u32(&empty[s]), ((kt / STAGES) & 1) ^ 1);
-        const unsigned bar = smem_u32(&full[s]), a = base + s * STAGE;
-        mbar_expect_tx(bar, STAGE);
-        tma_load(a, &tmA, kt * BK, m0, bar);
+      int it = 0;  // stages filled so far, across tiles: the ring's position and phase
+      FOR_EACH_TILE(tile, tiles) {
+        int tm, tn;
+        tile_of(tile, tiles_m, tiles_n, group, tm, tn);
+        for (int kt = 0; kt < KT; ++kt, ++it) {
+          const int s = it % STAGES;
+          mbar_wait(smem_u32(&empty[s]), ((it / STAGES) & 1) ^ 1);
+          const unsigned bar = smem_u32(&full[s]), a = base + s * STAGE;
+          mbar_expect_tx(bar, STAGE);
+          tma_load(a, &tmA, kt * BK, tm * BM, bar);
 #pragma unroll
-        for (int c = 0; c < BN / 64; ++c) tma_load(a + A_BYTES + c * B_BOX, &tmB, n0 + 64 * c, kt * BK, bar);
+          for (int c = 0; c < BN / 64; ++c) tma_load(a + A_BYTES + c * B_BOX, &tmB, tn * BN + 64 * c, kt * BK, bar);
+        }
       }
     }
   } else {
-    float d[BN / 2];
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
     const unsigned a_off = (wg - 1) * 64 * 128;  // this warp group's 64 rows of A
-    for (int kt = 0; kt < KT; ++kt) {
-      const int s = kt % STAGES;
-      mbar_wait(smem_u32(&full[s]), (kt / STAGES) & 1);
-      const unsigned a = base + s * STAGE + a_off, b = base + s * STAGE + A_BYTES;
-      wgmma_fence();
-      fence_regs(d);
-#pragma unroll
-      for (int ks = 0; ks < BK / 16; ++ks) {
-        // A: K-major, 8-row groups 1024 bytes apart, k advances 32 bytes within the swizzled row.
-        // B: N-major, 64-column boxes B_BOX apart (leading), 8-row (k) groups 1024 bytes apart.
-        const unsigned long long da = smem_desc(a + ks * 32, 16, 1024);
-        const unsigned long long db = smem_desc(b + ks * 16 * 128, B_BOX, 1024);
-        if constexpr (BN == 256)
-          wgmma_bf16_n256(d, da, db);
-        else
-          wgmma_bf16_n128(d, da, db);
-      }
-      wgmma_commit();
-      wgmma_wait0();
-      fence_regs(d);
-      if (lane == 0) mbar_arrive(smem_u32(&empty[s]));
-    }
-    // accumulator fragment: d[4j + r] is row 16 * warp + g (+ 8 for r >= 2), column 8j + 2t (+ 1)
     const int w = threadIdx.x / 32 % 4, g = lane / 4, t = lane % 4;
-    const int row = m0 + (wg - 1) * 64 + 16 * w + g;
+    int it = 0;
+    FOR_EACH_TILE(tile, tiles) {
+      int tm, tn;
+      tile_of(tile, tiles_m, tiles_n, group, tm, tn);
+      float d[BN / 2];
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = n0 + 8 * j + 2 * t;
-      store_pair(C, M, N, row, col, d[4 * j], d[4 * j + 1], true);
-      store_pair(C, M, N, row + 8, col, d[4 * j + 2], d[4 * j + 3], true);
+      for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+      int prev = 0;
+      for (int kt = 0; kt < KT; ++kt, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(smem_u32(&full[s]), (it / STAGES) & 1);
+        const unsigned a = base + s * STAGE + a_off, b = base + s * STAGE + A_BYTES;
+        wgmma_fence();
+        fence_regs(d);
+#pragma unroll
+        for (int ks = 0; ks < BK / 16; ++ks) {
+          // A: K-major, 8-row groups 1024 bytes apart, k advances 32 bytes within the swizzled row.
+          // B: N-major, 64-column boxes B_BOX apart (leading), 8-row (k) groups 1024 bytes apart.
+          const unsigned long long da = smem_desc(a + ks * 32, 16, 1024);
+          const unsigned long long db = smem_desc(b + ks * 16 * 128, B_BOX, 1024);
+          if constexpr (BN == 256)
+            wgmma_bf16_n256(d, da, db);
+          else
+            wgmma_bf16_n128(d, da, db);
+        }
+        wgmma_commit();
+        if constexpr (KEEP == 1) {
+          wgmma_wait1();  // the previous stage's batch is done
+          fence_regs(d);
+          if (kt > 0 && lane == 0) mbar_arrive(smem_u32(&empty[prev]));
+          prev = s;
+        } else {
+          wgmma_wait0();
+          fence_regs(d);
+          if (lane == 0) mbar_arrive(smem_u32(&empty[s]));
+        }
+      }
+      if constexpr (KEEP == 1) {
+        wgmma_wait0();
+        fence_regs(d);
+        if (lane == 0) mbar_arrive(smem_u32(&empty[prev]));
+      }
+      // accumulator fragment: d[4j + r] is row 16 * warp + g (+ 8 for r >= 2), column 8j + 2t (+ 1)
+      if constexpr (EPI == 0) {
+        const int row = tm * BM + (wg - 1) * 64 + 16 * w + g;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          const int col = tn * BN + 8 * j + 2 * t;
+          store_pair(C, M, N, row, col, d[4 * j], d[4 * j + 1], true);
+          store_pair(C, M, N, row + 8, col, d[4 * j + 2], d[4 * j + 3], true);
+        }
+      } else {
+        // stmatrix x4: matrices (rows 0-7, columns 8j..), (rows 8-15, 8j..), (0-7, 8j + 8..),
+        // (8-15, 8j + 8..) of this warp's 16 rows; lane l gives the address of row l % 8 of
+        // matrix l / 8. Box b = column / 64 of the staging tile, 128-byte rows, 16-byte unit
+        // (column % 64) / 8 swizzled by row % 8.
+        const unsigned tile_smem = base + STAGES * STAGE + (wg - 1) * 64 * BN * 2;
+        const int r = 16 * w + lane % 8 + ((lane / 8) % 2) * 8;
+        if (threadIdx.x % 128 == 0) tma_store_wait_read();  // the last tile's stores are done reading
+        named_barrier(wg, 128);
+#pragma unroll
+        for (int j = 0; j < BN / 8; j += 2) {
+          const int c = j + lane / 16;
+          const unsigned addr = tile_smem + (c / 8) * 64 * 128 + r * 128 + (((c % 8) ^ (r % 8)) * 16);
+          stmatrix_x4(addr, pack_bf16x2(d[4 * j], d[4 * j + 1]), pack_bf16x2(d[4 * j + 2], d[4 * j + 3]),
+                      pack_bf16x2(d[4 * j + 4], d[4 * j + 5]), pack_bf16x2(d[4 * j + 6], d[4 * j + 7]));
+        }
+        fence_async_shared();
+        named_barrier(wg, 128);
+        if (threadIdx.x % 128 == 0) {
+#pragma unroll
+          for (int b = 0; b < BN / 64; ++b) tma_store(&tmC, tn * BN + 64 * b, tm * BM + (wg - 1) * 64, tile_smem + b * 64 * 128);
+          tma_store_commit();
+        }
+      }
     }
+    if (EPI == 1 && threadIdx.x % 128 == 0) tma_store_wait_read();  // shared memory outlives its readers
   }
 }
 
-// tf32: C^T = B^T A^T on a tile of 128 columns (n) x BMT rows (m) of C per block. Warp group 0
-// loads; warp groups 1 and 2 each compute 64 columns of C as 64 rows of C^T with wgmma
-// m64nBMTk8, A operand (B^T) from registers, B operand (A^T) from shared memory. Per stage: A as
-// one BMT x 32 box (K-major, rows of 128 bytes), B as 4 boxes of 32 rows (k) x 32 columns (n).
+// tf32: C^T = B^T A^T on tiles of 128 columns (n) x BMT rows (m) of C. Warp group 0 loads; warp
+// groups 1 and 2 each compute 64 columns of C as 64 rows of C^T with wgmma m64nBMTk8, A operand
+// (B^T) from registers, B operand (A^T) from shared memory. Per stage: A as one BMT x 32 box
+// (K-major, rows of 128 bytes), B as 4 boxes of 32 rows (k) x 32 columns (n).
 template <int BMT, int STAGES>
 __global__ void __launch_bounds__(384, 1) mm_wgmma_tf32(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
                                                         float* __restrict__ C, int M, int N, int K, int group) {
@@ -476,9 +563,7 @@ __global__ void __launch_bounds__(384, 1) mm_wgmma_tf32(const __grid_constant__ 
   extern __shared__ __align__(1024) unsigned char smem[];
   const unsigned base = (smem_u32(smem) + 1023u) & ~1023u;
   const int wg = threadIdx.x / 128, lane = threadIdx.x % 32;
-  int tm, tn;
-  tile_of(blockIdx.x, (M + BMT - 1) / BMT, (N + BN - 1) / BN, group, tm, tn);
-  const int m0 = tm * BMT, n0 = tn * BN;
+  const int tiles_m = (M + BMT - 1) / BMT, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
   const int KT = (K + BK - 1) / BK;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -491,20 +576,22 @@ __global__ void __launch_bounds__(384, 1) mm_wgmma_tf32(const __grid_constant__ 
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
-      for (int kt = 0; kt < KT; ++kt) {
-        const int s = kt % STAGES;
-        mbar_wait(smem_u32(&empty[s]), ((kt / STAGES) & 1) ^ 1);
-        const unsigned bar = smem_u32(&full[s]), a = base + s * STAGE;
-        mbar_expect_tx(bar, STAGE);
-        tma_load(a, &tmA, kt * BK, m0, bar);
+      int it = 0;
+      FOR_EACH_TILE(tile, tiles) {
+        int tm, tn;
+        tile_of(tile, tiles_m, tiles_n, group, tm, tn);
+        for (int kt = 0; kt < KT; ++kt, ++it) {
+          const int s = it % STAGES;
+          mbar_wait(smem_u32(&empty[s]), ((it / STAGES) & 1) ^ 1);
+          const unsigned bar = smem_u32(&full[s]), a = base + s * STAGE;
+          mbar_expect_tx(bar, STAGE);
+          tma_load(a, &tmA, kt * BK, tm * BMT, bar);
 #pragma unroll
-        for (int c = 0; c < 4; ++c) tma_load(a + A_BYTES + c * B_BOX, &tmB, n0 + 32 * c, kt * BK, bar);
+          for (int c = 0; c < 4; ++c) tma_load(a + A_BYTES + c * B_BOX, &tmB, tn * BN + 32 * c, kt * BK, bar);
+        }
       }
     }
   } else {
-    float d[BMT / 2];
-#pragma unroll
-    for (int i = 0; i < BMT / 2; ++i) d[i] = 0.f;
     const int w = threadIdx.x / 32 % 4, g = lane / 4, t = lane % 4;
     const int nl = (wg - 1) * 64 + 16 * w + g;  // this thread's first column of the tile (row of C^T)
     // B^T fragments: (row g, k t), (g + 8, t), (g, t + 4), (g + 8, t + 4) of each 16 x 8 slice,
@@ -517,51 +604,60 @@ __global__ void __launch_bounds__(384, 1) mm_wgmma_tf32(const __grid_constant__ 
       const int n = nl + (r & 1) * 8, k = t + (r >> 1) * 4;
       frag_off[r] = A_BYTES + (n / 32) * B_BOX + k * 128 + ((((n % 32) / 4) ^ k) * 16) + (n % 4) * 4;
     }
-    for (int kt = 0; kt < KT; ++kt) {
-      const int s = kt % STAGES;
-      mbar_wait(smem_u32(&full[s]), (kt / STAGES) & 1);
-      const unsigned a = base + s * STAGE;
-      // Two k steps per commit group: the registers of a fragment stay untouched until its
-      // wgmma completes, and four steps' fragments besides 128 accumulators exceed the 168
-      // registers a thread has at launch (ptxas then serializes the wgmmas).
+    int it = 0;
+    FOR_EACH_TILE(tile, tiles) {
+      int tm, tn;
+      tile_of(tile, tiles_m, tiles_n, group, tm, tn);
+      float d[BMT / 2];
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        unsigned frag[2][4];
+      for (int i = 0; i < BMT / 2; ++i) d[i] = 0.f;
+      for (int kt = 0; kt < KT; ++kt, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(smem_u32(&full[s]), (it / STAGES) & 1);
+        const unsigned a = base + s * STAGE;
+        // Two k steps per commit group: the registers of a fragment stay untouched until its
+        // wgmma completes, and four steps' fragments besides 128 accumulators exceed the 168
+        // registers a thread has at launch (ptxas then serializes the wgmmas).
 #pragma unroll
-        for (int i = 0; i < 2; ++i)
+        for (int half = 0; half < 2; ++half) {
+          unsigned frag[2][4];
 #pragma unroll
-          for (int r = 0; r < 4; ++r) frag[i][r] = lds32(a + frag_off[r] + (2 * half + i) * 1024);
-        wgmma_fence();
-        fence_regs(d);
+          for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const unsigned long long da = smem_desc(a + (2 * half + i) * 32, 16, 1024);  // A^T: K-major, all BMT rows
-          if constexpr (BMT == 256)
-            wgmma_tf32_n256(d, frag[i], da);
-          else
-            wgmma_tf32_n128(d, frag[i], da);
+            for (int r = 0; r < 4; ++r) frag[i][r] = lds32(a + frag_off[r] + (2 * half + i) * 1024);
+          wgmma_fence();
+          fence_regs(d);
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const unsigned long long da = smem_desc(a + (2 * half + i) * 32, 16, 1024);  // A^T: K-major, all BMT rows
+            if constexpr (BMT == 256)
+              wgmma_tf32_n256(d, frag[i], da);
+            else
+              wgmma_tf32_n128(d, frag[i], da);
+          }
+          wgmma_commit();
+          wgmma_wait0();
+          fence_regs(d);
         }
-        wgmma_commit();
-        wgmma_wait0();
-        fence_regs(d);
+        if (lane == 0) mbar_arrive(smem_u32(&empty[s]));
       }
-      if (lane == 0) mbar_arrive(smem_u32(&empty[s]));
+      // d[4j + r] is C^T row nl (+ 8 for r >= 2), column 8j + 2t (+ 1 for odd r): C[m][n]
+#pragma unroll
+      for (int j = 0; j < BMT / 8; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int row = tm * BMT + 8 * j + 2 * t + (r & 1), col = tn * BN + nl + (r >> 1) * 8;
+          if (row < M && col < N) C[static_cast<size_t>(row) * N + col] = d[4 * j + r];
+        }
     }
-    // d[4j + r] is C^T row nl (+ 8 for r >= 2), column 8j + 2t (+ 1 for odd r): C[m][n]
-#pragma unroll
-    for (int j = 0; j < BMT / 8; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int row = m0 + 8 * j + 2 * t + (r & 1), col = n0 + nl + (r >> 1) * 8;
-        if (row < M && col < N) C[static_cast<size_t>(row) * N + col] = d[4 * j + r];
-      }
   }
 }
 
 #else  // not sm_90a: the wgmma kernels exist (so that names resolve) but cannot run
 
-template <int BN, int STAGES>
-__global__ void mm_wgmma_bf16(const __grid_constant__ TensorMap, const __grid_constant__ TensorMap, bf16*, int, int, int, int) {
+template <int BN, int STAGES, int KEEP, int EPI>
+__global__ void mm_wgmma_bf16(const __grid_constant__ TensorMap, const __grid_constant__ TensorMap, const __grid_constant__ TensorMap, bf16*,
+                              int, int, int, int) {
   __trap();
 }
 template <int BMT, int STAGES>

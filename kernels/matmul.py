@@ -85,6 +85,7 @@ class Matmul(Op):
                 family="control",
                 summary="Triton tutorial matmul (grouped ordering, its autotune configs)"
                 + ("; TF32 dot" if self.dtype == "tf32" else ""),
+                compile=self._triton_compile,
             ),
             Impl(
                 "torch",
@@ -93,6 +94,11 @@ class Matmul(Op):
                 summary="torch.matmul(out=C), cuBLAS" + (", allow_tf32 = True" if self.dtype == "tf32" else ""),
             ),
         ]
+
+    def _triton_compile(self, shape, arch):
+        from .triton_mm import compile_for_census as triton_cubin
+
+        return triton_cubin(self.dtype, tuple(shape), arch)
 
     def impl(self, name: str) -> Impl:
         """A shipped implementation, or an explicit plan (``wgmma_n128_s5``, ``mma_128x256_w2x4_s3``)."""

@@ -11,8 +11,9 @@ the lineage (reports/matmul-variants.md):
   warp groups; bf16 128 x 256 tiles, tf32 256 x 128 (C^T = B^T A^T);
 - ``ours``: the dispatcher, the fastest measured variant that can run the operands.
 
-Explicit plans for exploring: ``wgmma_n<128|256>_s<stages>`` (bf16: BN columns of C per tile;
-tf32: that many rows) and ``mma_<BM>x<BN>_w<warps along M>x<warps along N>_s<stages>``.
+Explicit plans for exploring: ``wgmma_n<128|256>_s<stages>[_k1][_e][_p]`` (bf16: BN columns of
+C per tile, tf32: that many rows; ``_k1`` one wgmma batch kept in flight and ``_e`` C stored
+through shared memory by TMA, bf16 only; ``_p`` a persistent grid of one block per SM) and ``mma_<BM>x<BN>_w<warps along M>x<warps along N>_s<stages>``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ MAX_DYNAMIC_SHARED = 227 * 1024  # sm_90: per block, opt-in
 WGMMA_THREADS = 384  # one producer and two consumer warp groups
 
 MMA_NAME = re.compile(r"^mma_(?P<bm>64|128|256)x(?P<bn>64|128|256)_w(?P<wm>[124])x(?P<wn>[1248])_s(?P<stages>[2-6])$")
-WGMMA_NAME = re.compile(r"^wgmma_n(?P<n>128|256)_s(?P<stages>[2-7])$")
+WGMMA_NAME = re.compile(r"^wgmma_n(?P<n>128|256)_s(?P<stages>[2-7])(?P<keep>_k1)?(?P<epi>_e)?(?P<persistent>_p)?$")
 
 VARIANTS = {
     "simt": "tiled shared memory, 128 x 128 tiles, 8 x 8 outputs per thread, FFMA (fp32 math, not TF32)",
@@ -43,14 +44,16 @@ VARIANTS = {
     "mma_128x256": "the mma kernel with 8 warps on 128 x 256 tiles",
     "wgmma": "sm_90a: TMA (128-byte swizzle) into 4 stages, 1 producer + 2 consumer warp groups, wgmma; bf16 128x256, tf32 256x128",
     "wgmma_n128": "the wgmma kernel on 128-wide tiles (bf16 128 x 128, tf32 128 x 128), 6 stages",
+    "wgmma_persistent": "wgmma on a persistent grid (one block per SM looping over tiles); bf16 keeps one wgmma batch in flight",
     "ours": "dispatcher: the fastest measured variant the operands allow",
 }
-# Named variants as explicit plans; "ours" picks among them (see ``dispatch``).
+# Named variants as explicit plans, per precision; "ours" picks among them (see ``dispatch``).
 NAMED_PLANS = {
-    "mma": "mma_128x128_w2x2_s4",
-    "mma_128x256": "mma_128x256_w2x4_s4",
-    "wgmma": "wgmma_n256_s4",
-    "wgmma_n128": "wgmma_n128_s6",
+    "mma": {"bf16": "mma_128x128_w2x2_s4", "tf32": "mma_128x128_w2x2_s4"},
+    "mma_128x256": {"bf16": "mma_128x256_w2x4_s4", "tf32": "mma_128x256_w2x4_s4"},
+    "wgmma": {"bf16": "wgmma_n256_s4", "tf32": "wgmma_n256_s4"},
+    "wgmma_n128": {"bf16": "wgmma_n128_s6", "tf32": "wgmma_n128_s6"},
+    "wgmma_persistent": {"bf16": "wgmma_n256_s4_k1_p", "tf32": "wgmma_n256_s4_p"},
 }
 
 
@@ -60,7 +63,7 @@ class Plan:
     grid: int
     block: int
     shared_bytes: int = 0  # dynamic shared memory
-    boxes: tuple[tuple[int, int], ...] = ()  # TMA (sm_90a): (columns, rows) of the boxes of A and B
+    boxes: tuple[tuple[int, int], ...] = ()  # TMA (sm_90a): (columns, rows) of the boxes of A, B (and C)
     aligned: bool = True  # 16-byte rows (cp.async / TMA)
 
     @property
@@ -79,6 +82,7 @@ class Operands:
     dtype: str
     aligned: bool = True  # A, B, C 16-byte aligned, rows of A and B a multiple of 16 bytes
     arch: int = 90  # compute capability, 10 * major + minor
+    sms: int = 132  # multiprocessors: the size of a persistent grid
 
     def tma_ok(self) -> bool:
         return self.aligned and self.arch == 90
@@ -105,21 +109,26 @@ def mma_plan(name: str, m: int, n: int, ops: Operands) -> Plan:
 
 def wgmma_plan(name: str, m: int, n: int, ops: Operands) -> Plan:
     g = WGMMA_NAME.match(name)
-    wide, stages = int(g["n"]), int(g["stages"])
+    wide, stages, keep, epi = int(g["n"]), int(g["stages"]), int(bool(g["keep"])), int(bool(g["epi"]))
     if ops.arch != 90:
         raise UnsupportedShape(None, f"{name} uses wgmma and TMA, compiled for sm_90a; this GPU is sm_{ops.arch}")
     if not ops.aligned:
         raise UnsupportedShape(None, f"{name} needs TMA: 16-byte aligned A and B, K and N multiples of {16 // ELEMENT_BYTES[ops.dtype]}")
-    if ops.dtype == "bf16":  # 128 x wide tiles: A one box of 128 rows x 64, B wide / 64 boxes of 64 x 64
-        kernel, tiles, boxes = f"mm_wgmma_bf16<{wide}, {stages}>", _tiles(m, n, 128, wide), ((64, 128), (64, 64))
-        stage = 128 * 64 * 2 + wide * 64 * 2
+    if (keep or epi) and ops.dtype != "bf16":
+        raise UnsupportedShape(None, f"{name}: _k1 and _e are bf16 only (TF32 fragments would not fit in registers)")
+    staging = 0
+    if ops.dtype == "bf16":  # 128 x wide tiles: A one box of 128 rows x 64, B wide / 64 boxes of 64 x 64, C boxes of 64 x 64
+        kernel, tiles = f"mm_wgmma_bf16<{wide}, {stages}, {keep}, {epi}>", _tiles(m, n, 128, wide)
+        boxes = ((64, 128), (64, 64), (64, 64))
+        stage, staging = 128 * 64 * 2 + wide * 64 * 2, epi * 128 * wide * 2
     else:  # wide x 128 tiles: A one box of wide rows x 32, B 4 boxes of 32 x 32 (fp32)
         kernel, tiles, boxes = f"mm_wgmma_tf32<{wide}, {stages}>", _tiles(m, n, wide, 128), ((32, wide), (32, 32))
         stage = wide * 32 * 4 + 128 * 32 * 4
-    shared = stages * stage + 1024  # + the slack to align the ring to 1024 bytes
+    shared = stages * stage + staging + 1024  # + the slack to align the ring to 1024 bytes
     if shared > MAX_DYNAMIC_SHARED:
         raise UnsupportedShape(None, f"{name} needs {shared} bytes of shared memory per block", "use fewer stages")
-    return Plan(kernel, tiles, WGMMA_THREADS, shared, boxes)
+    grid = min(tiles, ops.sms) if g["persistent"] else tiles
+    return Plan(kernel, grid, WGMMA_THREADS, shared, boxes)
 
 
 def dispatch(ops: Operands) -> str:
@@ -127,8 +136,8 @@ def dispatch(ops: Operands) -> str:
     else the mma.sync kernel (which loads unaligned rows element by element). Chosen from
     measurements (reports/matmul-variants.md)."""
     if ops.tma_ok():
-        return NAMED_PLANS["wgmma"]
-    return NAMED_PLANS["mma"]
+        return NAMED_PLANS["wgmma"][ops.dtype]
+    return NAMED_PLANS["mma"][ops.dtype]
 
 
 def plan(variant: str, m: int, n: int, k: int, ops: Operands) -> Plan:
@@ -136,7 +145,7 @@ def plan(variant: str, m: int, n: int, k: int, ops: Operands) -> Plan:
     change the launch)."""
     if min(m, n, k) < 1:
         raise UnsupportedShape(None, f"matmul needs M, N, K >= 1, got {m}x{n}x{k}")
-    name = dispatch(ops) if variant == "ours" else NAMED_PLANS.get(variant, variant)
+    name = dispatch(ops) if variant == "ours" else NAMED_PLANS[variant][ops.dtype] if variant in NAMED_PLANS else variant
     if name == "simt":
         return Plan(f"mm_simt<{CXX_TYPE[ops.dtype]}, 128, 128, 8, 8, 8>", _tiles(m, n, 128, 128), 256, aligned=ops.aligned)
     if MMA_NAME.match(name):
@@ -215,7 +224,7 @@ def operands(a, b, c, dtype: str) -> Operands:
         raise UnsupportedShape(None, "our matmul kernels take contiguous row-major A, B and C")
     aligned = all(t.data_ptr() % 16 == 0 for t in (a, b, c)) and k % chunk == 0 and n % chunk == 0
     props = torch.cuda.get_device_properties(a.device)
-    return Operands(dtype, aligned, 10 * props.major + props.minor)
+    return Operands(dtype, aligned, 10 * props.major + props.minor, props.multi_processor_count)
 
 
 def launcher(a, b, c, variant: str = "ours", dtype: str | None = None):
@@ -235,8 +244,7 @@ def launcher(a, b, c, variant: str = "ours", dtype: str | None = None):
         kernel.max_dynamic_shared_size_bytes = p.shared_bytes
     dims = (np.int32(m), np.int32(n), np.int32(k), np.int32(GROUP_M))
     if p.tma:
-        (a_cols, a_rows), (b_cols, b_rows) = p.boxes
-        maps = (tensor_map(a, a_cols, a_rows, dtype), tensor_map(b, b_cols, b_rows, dtype))
+        maps = [tensor_map(t, cols, rows, dtype) for t, (cols, rows) in zip((a, b, c), p.boxes)]
         args = (*maps, np.uint64(c.data_ptr()), *dims)
     else:
         pairs = np.int32(n % 2 == 0 and c.data_ptr() % (2 * c.element_size()) == 0)

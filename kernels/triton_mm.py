@@ -101,3 +101,35 @@ def launcher(a, b, c):
 def make(buffers, **_):
     """Op factory: ``buffers.c = buffers.a @ buffers.b``."""
     return launcher(buffers.a, buffers.b, buffers.c)
+
+
+def compile_for_census(dtype: str, shape: tuple[int, int, int], arch: str, config: triton.Config | None = None):
+    """``Impl.compile`` hook: the kernel compiled for ``arch`` without a GPU, specialized as
+    Triton's launcher would specialize it for contiguous operands at ``shape`` (16-byte aligned
+    pointers and integers divisible by 16 marked so, unit strides constant), with ``config``
+    (default: the one the autotuner picked at that shape on the H200, else the tutorial's first)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from nsys_tools.plugin import Cubin, arch_number
+
+    m, n, k = shape
+    cfg = config or TUTORIAL_CONFIGS[H200_PICKS.get((dtype, shape), 0)]
+    element = {"bf16": "bf16", "tf32": "fp32"}[dtype]
+    ints = {"M": m, "N": n, "K": k, "stride_am": k, "stride_ak": 1, "stride_bk": n, "stride_bn": 1, "stride_cm": n, "stride_cn": 1}
+    signature = {**dict.fromkeys(("a_ptr", "b_ptr", "c_ptr"), f"*{element}"), **{name: "i32" for name in ints}}
+    constexprs = {**cfg.kwargs, "PRECISION": "tf32", **{name: 1 for name, v in ints.items() if v == 1}}
+    signature.update(dict.fromkeys(constexprs, "constexpr"))
+    names = matmul_kernel.fn.arg_names
+    aligned = ["a_ptr", "b_ptr", "c_ptr", *(name for name, v in ints.items() if v % 16 == 0)]
+    attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
+    src = ASTSource(fn=matmul_kernel.fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    kernel = triton.compile(src, target=GPUTarget("cuda", arch_number(arch), 32), options=options)
+    grid = triton.cdiv(m, cfg.kwargs["BLOCK_M"]) * triton.cdiv(n, cfg.kwargs["BLOCK_N"])
+    return Cubin(kernel.metadata.name, kernel.asm["cubin"], grid, cfg.num_warps * 32, kernel.metadata.shared)
+
+
+# Index into TUTORIAL_CONFIGS of the configuration the autotuner picked on the H200, by (dtype,
+# shape) (reports/matmul-variants.md); the census compiles that one.
+H200_PICKS: dict[tuple[str, tuple[int, int, int]], int] = {}

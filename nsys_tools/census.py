@@ -122,7 +122,9 @@ def resources(cubin: bytes, function: str, arch: str) -> dict[str, int]:
     return {"registers": fields["REG"], "shared_bytes": shared, "local_bytes": fields["LOCAL"], "stack_bytes": fields["STACK"]}
 
 
-OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+# An instruction's opcode after its address and optional predicate; "@!PT" (never executed:
+# padding ptxas puts beside asynchronous copies) is left out.
+OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?!@!PT\s)(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
 
 
 def _width(opcode: str) -> int:
@@ -134,10 +136,12 @@ def _width(opcode: str) -> int:
 
 def sass_counts(cubin: bytes, function: str) -> dict[str, object]:
     """Counts of SASS instructions by kind: global loads and stores by width, barriers, warp
-    shuffles, special-function (MUFU) operations, local-memory traffic."""
+    shuffles, special-function (MUFU) operations, local-memory traffic, tensor-core
+    instructions (HMMA: mma.sync; HGMMA: sm_90 wgmma)."""
     ops = OPCODE.findall(_function_text(_dump(cubin, "-sass"), function, r"\n\s*Function : (\S+)"))
     out: dict[str, object] = {f"{k}_{w}": 0 for k in ("ld_global", "st_global") for w in (32, 64, 128)}
     out.update(barriers=0, shuffles=0, mufu=0, ld_local=0, st_local=0, spill_store_bytes=0, ld_shared=0, st_shared=0)
+    out.update(hmma=0, hgmma=0)
     mufu: dict[str, int] = {}
     for op in ops:
         head = op.split(".")[0]
@@ -158,6 +162,8 @@ def sass_counts(cubin: bytes, function: str) -> dict[str, object]:
                 out["spill_store_bytes"] += _width(op) // 8
         elif head in ("LDS", "STS"):
             out["ld_shared" if head == "LDS" else "st_shared"] += 1
+        elif head in ("HMMA", "HGMMA"):
+            out[head.lower()] += 1
     out["special"] = ", ".join(f"{k}×{v}" for k, v in sorted(mufu.items()))
     out["instructions"] = len(ops)
     return out
@@ -192,6 +198,34 @@ def census(shape: str, impls: list[str], arch: str = "sm_90") -> pl.DataFrame:
                 "kernel": c.kernel,
                 "shape": format_shape(m, n),
                 "arch": arch,
+                "grid": c.grid,
+                "block": c.block,
+                "dynamic_shared_bytes": c.dynamic_shared_bytes,
+                **resources(c.cubin, c.kernel, arch),
+                **sass_counts(c.cubin, c.kernel),
+            }
+        )
+    return pl.DataFrame(rows)
+
+
+def census_op(op, shape: str, impls: list[str], arch: str = "sm_90") -> pl.DataFrame:
+    """The census of a plugin op's implementations (``nsys_tools.plugin``), each compiled by its
+    ``Impl.compile`` hook; one row per implementation, as ``census``."""
+    dims = op.parse_shape(shape)
+    _arch_number(arch)
+    rows = []
+    for name in impls:
+        impl = op.impl(name)
+        if impl.compile is None:
+            raise UsageError(None, f"{op.name}: {name} has no compile hook (a library kernel?)", "choose implementations the census can compile")
+        c = impl.compile(dims, arch)
+        rows.append(
+            {
+                "impl": name,
+                "kernel": c.kernel,
+                "shape": op.format_shape(dims),
+                "arch": arch,
+                "dtype": op.dtype,
                 "grid": c.grid,
                 "block": c.block,
                 "dynamic_shared_bytes": c.dynamic_shared_bytes,
@@ -271,9 +305,13 @@ def markdown(table: pl.DataFrame) -> str:
                 ),
             )
         )
+    if any(r["hmma"] or r["hgmma"] for r in rows):
+        at = [label for label, _ in props].index("SASS instructions")
+        props.insert(at, ("Tensor-core instructions HMMA / HGMMA", lambda r: f"{r['hmma']} / {r['hgmma']}"))
     shape, arch = table["shape"][0], table["arch"][0]
+    precision = table["dtype"][0] if "dtype" in table.columns else "fp32"
     head = "| Property | " + " | ".join(escape(r["impl"]) for r in rows) + " |"
-    lines = [f"Codegen census, {shape} fp32, compiled for {arch}:", "", head, "|---|" + "---|" * len(rows)]
+    lines = [f"Codegen census, {shape} {precision}, compiled for {arch}:", "", head, "|---|" + "---|" * len(rows)]
     for label, fn in props:
         lines.append(f"| {label} | " + " | ".join(escape(fn(r)) for r in rows) + " |")
     return "\n".join(lines) + "\n"

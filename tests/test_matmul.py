@@ -52,7 +52,7 @@ def test_import_needs_no_gpu_stack():
 @pytest.mark.parametrize("dtype", ["bf16", "tf32"])
 def test_dispatch_prefers_wgmma_where_tma_can_read(dtype):
     big = plan("ours", 8192, 8192, 8192, Operands(dtype))
-    assert big.kernel.startswith(f"mm_wgmma_{dtype}<256, 4>") and big.block == 384 and big.tma
+    assert big.kernel.startswith(f"mm_wgmma_{dtype}<256, 4") and big.block == 384 and big.tma
     assert big.grid == (8192 // 128) * (8192 // 256)
     assert big.shared_bytes == 4 * 48 * 1024 + 1024
     unaligned = plan("ours", 7, 9, 5, Operands(dtype, aligned=False))
@@ -74,8 +74,12 @@ def test_plans_refuse_what_they_cannot_run():
 
 
 def test_named_plans_are_plans():
-    for name, explicit in NAMED_PLANS.items():
-        assert plan(name, 512, 512, 512, Operands("bf16")) == plan(explicit, 512, 512, 512, Operands("bf16"))
+    for name, per_dtype in NAMED_PLANS.items():
+        for dtype, explicit in per_dtype.items():
+            assert plan(name, 512, 512, 512, Operands(dtype)) == plan(explicit, 512, 512, 512, Operands(dtype))
+    persistent = plan("wgmma_persistent", 8192, 8192, 8192, Operands("bf16", sms=100))
+    assert persistent.kernel == "mm_wgmma_bf16<256, 4, 1, 0>" and persistent.grid == 100
+    assert plan("wgmma_persistent", 64, 64, 64, Operands("tf32")).grid == 1  # never more blocks than tiles
 
 
 def _sass(impl: str, dtype: str):
