@@ -9,7 +9,8 @@ for every set, checks each against a float64 reference on its first set (output 
 NaN; relative Frobenius error and ``elementwise_error``), then times: after a warm-up, R rounds,
 each running every implementation (order rotated by one per round) for about ``--ms``
 milliseconds of back-to-back calls over the rotated sets with a CUDA event pair around every
-call. Per implementation it reports the median call time over all rounds, the median of each
+call, queued behind a GPU sleep so that launch overhead stays out (kernel time, as a trace
+would give it, not the event span a caller sees). Per implementation it reports the median call time over all rounds, the median of each
 round (their spread is the noise), TFLOP/s and the ratio to cuBLAS (``torch``). Results are
 written to ``DIR/matmul-bench.json`` after every shape, so a failure keeps what came before.
 This is the exploration tool; the numbers for issue threads come from Nsight Systems sweeps.
@@ -59,11 +60,19 @@ def calls_for(launch, ms: float) -> int:
     return max(3, min(200, int(ms / max(start.elapsed_time(end), 1e-3))))
 
 
+# Clock cycles the GPU sleeps per queued call before a timed batch: 60 µs at 2 GHz, more than any
+# launcher here takes on the CPU, so the calls run back to back.
+SLEEP_CYCLES_PER_CALL = 120_000
+
+
 def time_calls(launchers: list, calls: int) -> list[float]:
-    """Milliseconds of each of ``calls`` back-to-back calls, rotating over the buffer sets."""
+    """Milliseconds of each of ``calls`` back-to-back calls, rotating over the buffer sets. The
+    stream first sleeps on the GPU while the CPU queues every call, so no launch waits for the
+    CPU and an event pair times the kernel, not the launcher."""
     import torch
 
     pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
+    torch.cuda._sleep(SLEEP_CYCLES_PER_CALL * calls)
     for i, (start, end) in enumerate(pairs):
         start.record()
         launchers[i % len(launchers)]()
@@ -219,8 +228,8 @@ def main(argv: list[str] | None = None) -> None:
         "gpu": {"name": props.name, "sm_count": props.multi_processor_count, "l2_bytes": props.L2_cache_size},
         "versions": {"torch": torch.__version__, "cuda": str(torch.version.cuda)},
         "method": (
-            "per call: CUDA events around one launch, calls back to back over buffer sets past twice the L2; "
-            "median over rounds x calls; outputs checked against float64 first"
+            "per call: CUDA events around one launch, calls queued behind a GPU sleep and run back to back over "
+            "buffer sets past twice the L2; median over rounds x calls; outputs checked against float64 first"
         ),
         "rows": [],
     }

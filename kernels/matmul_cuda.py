@@ -131,13 +131,20 @@ def wgmma_plan(name: str, m: int, n: int, ops: Operands) -> Plan:
     return Plan(kernel, grid, WGMMA_THREADS, shared, boxes)
 
 
-def dispatch(ops: Operands) -> str:
-    """The plan ``ours`` runs: the wgmma kernel where TMA can read the operands (sm_90, aligned),
+# bf16 from this K down, "ours" runs the persistent kernel that stores C through TMA: with few k
+# steps per tile, starting blocks and storing C weigh most (reports/matmul-variants.md).
+SHORT_K = 2048
+
+
+def dispatch(ops: Operands, k: int) -> str:
+    """The plan ``ours`` runs: a wgmma kernel where TMA can read the operands (sm_90, aligned),
     else the mma.sync kernel (which loads unaligned rows element by element). Chosen from
     measurements (reports/matmul-variants.md)."""
-    if ops.tma_ok():
-        return NAMED_PLANS["wgmma"][ops.dtype]
-    return NAMED_PLANS["mma"][ops.dtype]
+    if not ops.tma_ok():
+        return NAMED_PLANS["mma"][ops.dtype]
+    if ops.dtype == "bf16" and k <= SHORT_K:
+        return "wgmma_n256_s3_k1_e_p"
+    return NAMED_PLANS["wgmma"][ops.dtype]
 
 
 def plan(variant: str, m: int, n: int, k: int, ops: Operands) -> Plan:
@@ -145,7 +152,7 @@ def plan(variant: str, m: int, n: int, k: int, ops: Operands) -> Plan:
     change the launch)."""
     if min(m, n, k) < 1:
         raise UnsupportedShape(None, f"matmul needs M, N, K >= 1, got {m}x{n}x{k}")
-    name = dispatch(ops) if variant == "ours" else NAMED_PLANS[variant][ops.dtype] if variant in NAMED_PLANS else variant
+    name = dispatch(ops, k) if variant == "ours" else NAMED_PLANS[variant][ops.dtype] if variant in NAMED_PLANS else variant
     if name == "simt":
         return Plan(f"mm_simt<{CXX_TYPE[ops.dtype]}, 128, 128, 8, 8, 8>", _tiles(m, n, 128, 128), 256, aligned=ops.aligned)
     if MMA_NAME.match(name):

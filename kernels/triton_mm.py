@@ -131,5 +131,11 @@ def compile_for_census(dtype: str, shape: tuple[int, int, int], arch: str, confi
 
 
 # Index into TUTORIAL_CONFIGS of the configuration the autotuner picked on the H200, by (dtype,
-# shape) (reports/matmul-variants.md); the census compiles that one.
-H200_PICKS: dict[tuple[str, tuple[int, int, int]], int] = {}
+# shape), in two sessions (reports/matmul-variants.md); the census compiles that one. bf16 took
+# 128 x 256 x 64 (index 0) at every shape.
+H200_PICKS: dict[tuple[str, tuple[int, int, int]], int] = {
+    ("tf32", (4096, 4096, 4096)): 6,  # 64 x 32 x 32, 5 stages, 2 warps
+    ("tf32", (8192, 8192, 8192)): 15,  # 128 x 32 x 64, 4 stages, 4 warps
+    ("tf32", (4096, 4096, 1024)): 6,
+    ("tf32", (2048, 11008, 4096)): 6,
+}

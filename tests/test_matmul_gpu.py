@@ -25,7 +25,15 @@ OP = {op.dtype: op for op in OPS}
 SHAPES = ["1x1x1", "1x8x8", "7x9x5", "3x1x300", "129x257x72", "130x264x200", "257x136x1000", "300x520x8", "64x4096x33", "256x256x64"]
 # Explicit plans measured in the lineage besides the named variants (kernels/matmul_cuda.py).
 PLANS = {
-    "bf16": ["wgmma_n256_s4_k1", "wgmma_n256_s3_k1_e_p", "wgmma_n128_s5_k1_e_p", "wgmma_n128_s6_k1_p"],
+    "bf16": [
+        "wgmma_n256_s4_k1",
+        "wgmma_n256_s3_k1_e_p",
+        "wgmma_n128_s5_k1_e_p",
+        "wgmma_n128_s6_k1_p",
+        "wgmma_n256_s3_e_p",
+        "wgmma_n256_s3_e",
+        "wgmma_n256_s4_p",
+    ],
     "tf32": ["wgmma_n128_s6_p"],
 }
 CASES = [(dtype, name) for dtype in OP for name in [*VARIANTS, *PLANS[dtype]]]
