@@ -7,10 +7,13 @@ For each dtype and shape it allocates buffer sets that together exceed twice the
 call by call, so no call finds its operands in cache), builds every implementation's launcher
 for every set, checks each against a float64 reference on its first set (output poisoned with
 NaN; relative Frobenius error and ``elementwise_error``), then times: after a warm-up, R rounds,
-each running every implementation (order rotated by one per round) for about ``--ms``
+each running every implementation (in an order shuffled anew each round) for about ``--ms``
 milliseconds of back-to-back calls over the rotated sets with a CUDA event pair around every
 call, queued behind a GPU sleep so that launch overhead stays out (kernel time, as a trace
-would give it, not the event span a caller sees). Per implementation it reports the median call time over all rounds, the median of each
+would give it, not the event span a caller sees). The order matters on the H200: a kernel that
+runs right after slow, low-power ones finds the SM clock higher and ran up to 12% faster than
+the same kernel after fast ones; a fixed rotation keeps each implementation's predecessor, a
+shuffle does not. Per implementation it reports the median call time over all rounds, the median of each
 round (their spread is the noise), TFLOP/s and the ratio to cuBLAS (``torch``). Results are
 written to ``DIR/matmul-bench.json`` after every shape, so a failure keeps what came before.
 This is the exploration tool; the numbers for issue threads come from Nsight Systems sweeps.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import statistics
 import sys
 import time
@@ -123,8 +127,9 @@ def bench_shape(op, shape, impl_names: list[str], rounds: int, ms: float, l2: in
         time_calls(launchers[name], calls[name])
     samples: dict[str, list[list[float]]] = {n: [] for n in names}
     for rnd in range(rounds):
-        k = rnd % max(1, len(names))
-        for name in names[k:] + names[:k]:
+        order = list(names)
+        random.Random(rnd).shuffle(order)  # a new predecessor for every implementation each round
+        for name in order:
             samples[name].append(time_calls(launchers[name], calls[name]))
     for row in rows:
         if row["impl"] not in samples:

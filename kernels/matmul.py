@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from nsys_tools.plugin import Impl, Op, lazy
 
-from .matmul_cuda import DTYPES, ELEMENT_BYTES, VARIANTS, compile_for_census, is_variant
+from .matmul_cuda import DTYPES, ELEMENT_BYTES, VARIANTS, compile_for_census, is_variant, variants
 
 TORCH_DTYPE = {"bf16": "bfloat16", "tf32": "float32"}
 # Each element's error over sum_k |A[m,k] B[k,n]|, the bound a dot product's rounding obeys: C
@@ -76,7 +76,7 @@ class Matmul(Op):
         return 2 * m * n * k
 
     def impls(self) -> list[Impl]:
-        ours = [self._ours(name, summary) for name, summary in VARIANTS.items()]
+        ours = [self._ours(name, VARIANTS[name]) for name in variants(self.dtype)]
         return [
             *ours,
             Impl(

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from kernels.matmul import OPS
-from kernels.matmul_cuda import NAMED_PLANS, VARIANTS, Operands, plan
+from kernels.matmul_cuda import NAMED_PLANS, VARIANTS, Operands, plan, variants
 from nsys_tools import census
 from nsys_tools.errors import UsageError
 from nsys_tools.plugin import UnsupportedShape
@@ -35,6 +35,9 @@ def test_impls_and_explicit_plans():
     op = OP["bf16"]
     names = [i.name for i in op.impls()]
     assert names == [*VARIANTS, "triton", "torch"]
+    assert "wgmma_tma_store" not in variants("tf32")  # a bf16-only kernel (register budget)
+    with pytest.raises(UnsupportedShape, match="no tf32 plan"):
+        plan("wgmma_tma_store", 64, 64, 64, Operands("tf32"))
     assert {i.family for i in op.impls() if i.name in VARIANTS} == {"ours"}
     explicit = op.impl("wgmma_n128_s5")
     assert explicit.family == "ours" and explicit.compile((256, 256, 256), "sm_90").kernel.startswith("_Z13mm_wgmma_bf16ILi128ELi5E")
@@ -52,9 +55,13 @@ def test_import_needs_no_gpu_stack():
 @pytest.mark.parametrize("dtype", ["bf16", "tf32"])
 def test_dispatch_prefers_wgmma_where_tma_can_read(dtype):
     big = plan("ours", 8192, 8192, 8192, Operands(dtype))
-    assert big.kernel.startswith(f"mm_wgmma_{dtype}<256, 4") and big.block == 384 and big.tma
-    assert big.grid == (8192 // 128) * (8192 // 256)
-    assert big.shared_bytes == 4 * 48 * 1024 + 1024
+    assert big.block == 384 and big.tma
+    if dtype == "bf16":  # persistent, 3 stages, C through shared memory and TMA
+        assert big.kernel == "mm_wgmma_bf16<256, 3, 0, 1>" and big.grid == 132
+        assert big.shared_bytes == 3 * 48 * 1024 + 64 * 1024 + 1024
+    else:  # one tile per block
+        assert big.kernel == "mm_wgmma_tf32<256, 4>" and big.grid == (8192 // 256) * (8192 // 128)
+        assert big.shared_bytes == 4 * 48 * 1024 + 1024
     unaligned = plan("ours", 7, 9, 5, Operands(dtype, aligned=False))
     assert "mm_mma<" in unaligned.kernel and unaligned.kernel.endswith("false>") and not unaligned.tma
     ampere = plan("ours", 4096, 4096, 4096, Operands(dtype, arch=80))

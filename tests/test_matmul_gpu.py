@@ -14,7 +14,7 @@ import random
 import pytest
 
 from kernels.matmul import ELEMENTWISE_TOLERANCE, OPS, elementwise_error
-from kernels.matmul_cuda import VARIANTS
+from kernels.matmul_cuda import variants
 from nsys_tools.plugin import Buffers, UnsupportedShape
 
 pytestmark = pytest.mark.gpu
@@ -36,7 +36,7 @@ PLANS = {
     ],
     "tf32": ["wgmma_n128_s6_p"],
 }
-CASES = [(dtype, name) for dtype in OP for name in [*VARIANTS, *PLANS[dtype]]]
+CASES = [(dtype, name) for dtype in OP for name in [*variants(dtype), *PLANS[dtype]]]
 
 
 def _buffers(op, shape, offset: int = 0):
