@@ -1,4 +1,4 @@
-"""Explore launch plans of our kernels with ``triton.testing.do_bench``.
+"""Explore launch plans of our kernels, timed beside the controls, before a sweep.
 
     python -m capture.explore --shapes 4096x768,8192x768,1024x2048,4096x4096 --out DIR
 
@@ -8,8 +8,16 @@ rows in flight, blocks per SM, cache policy) and the registry's implementations,
 against a float64 reference first; ``--plans`` picks the kernels, ``--only`` limits it to names
 the registry knows. ``--timer flush`` (the default) is ``do_bench``: the L2 cleared before every
 call, the median of CUDA-event times. ``--timer rotate`` runs the calls back to back over buffer
-sets past twice the L2, as a sweep does, and reports the mean per call. This picks the
-dispatcher's table; the committed performance numbers come from Nsight Systems sweeps.
+sets past twice the L2, as a sweep does, and reports the mean per call. ``--timer kernel`` runs
+them as a sweep's rounds do (every implementation ``--iters`` calls a round, the order rotated
+each round, over the same buffer sets) and reads each kernel's duration from CUPTI through
+``torch.profiler``, as Nsight Systems does: launch gaps and per-call Python overhead (which
+differ between CuPy, Triton and ``torch.compile``) stay out. ``--outputs`` picks the sweep's
+output policy: ``rotate`` gives every buffer set its own output, ``reuse`` (the default) one
+output per shape, as the caching allocator hands back a freed block; ``rotate,reuse`` times
+both in one process. ``--plans
+around`` names the register-held plans near the dispatcher's choice for each shape. This picks
+the dispatcher's table; the committed performance numbers come from Nsight Systems sweeps.
 """
 
 from __future__ import annotations
@@ -21,10 +29,14 @@ import statistics
 import time
 from pathlib import Path
 
-from kernels.cuda import Held, Launch, compile_kernels, launch_config, launcher
-from kernels.registry import IMPLS, Problem, UnsupportedShape, get, parse_shape
+from kernels.cuda import Held, Launch, compile_kernels, held_for, launch_config, launcher
+from kernels.layernorm import OP
+from kernels.registry import IMPLS, UnsupportedShape, get, problem
+from nsys_tools.convention import rotated
 
-from .harness import buffer_sets, check
+from .harness import OUTPUT_POLICIES, buffer_sets, check
+
+MARKER = "explore_marker"  # an empty kernel launched between blocks of calls, to split the CUPTI record
 
 
 def held_candidates(m: int, n: int, sms: int) -> list[tuple[str, Launch]]:
@@ -69,6 +81,72 @@ def bulk_candidates(m: int, n: int, sms: int) -> list[str]:
     return out
 
 
+def around_candidates(m: int, n: int) -> list[str]:
+    """Named plans near the dispatcher's for this shape: its threads per row under every cache
+    policy (0, 2, 4, 5), each with and without gamma and beta loaded with x (+8); half and twice
+    the threads under 0, 2, 5, 8 and 10; for rows of at most 1024 floats, one, two and four rows
+    a block. Those that cannot hold the row in at most 8 float4 a thread are left out."""
+    plan = held_for(n, 4, m=m)
+    names = [f"held_t{plan.tpr}_r{plan.rpb}_c{c + p}" for c in (0, 2, 4, 5) for p in (0, 8)]
+    for tpr in (plan.tpr // 2, plan.tpr * 2):
+        if 32 <= tpr <= 1024 and math.ceil(n / 4 / tpr) <= 8 and tpr * 4 < 2 * n:
+            names += [f"held_t{tpr}_c{c}" for c in (0, 2, 5, 8, 10)]
+    if plan.tpr == 32:
+        names += [f"held_t32_r{r}_c{c}" for r in (1, 2, 4) if r != plan.rpb for c in (0, 5)]
+    return names
+
+
+def kernel_times(entries: list[tuple[str, list]], rounds: int = 3, iters: int = 50) -> dict[str, dict]:
+    """Per label: the median over calls of the GPU time of one call (the sum of its kernels' and
+    copies' CUPTI durations), the median of each round, and the kernels a call launches. Calls
+    run as a sweep's rounds run them, one global rotation over the buffer sets."""
+    import cupy as cp
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    marker = cp.RawKernel(f'extern "C" __global__ void {MARKER}() {{}}', MARKER)
+    calls, order = 0, []
+    for _, fns in entries:  # warm-up: every buffer set once
+        for fn in fns:
+            fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for rnd in range(rounds):
+            for label, fns in rotated(entries, rnd):
+                marker((1,), (1,), ())
+                for _ in range(iters):
+                    fns[calls % len(fns)]()
+                    calls += 1
+                order.append((label, rnd))
+        marker((1,), (1,), ())
+        torch.cuda.synchronize()
+    device = [e for e in prof.profiler.kineto_results.events() if e.device_type() == DeviceType.CUDA]
+    device.sort(key=lambda e: e.start_ns())
+    blocks, current = [], None
+    for e in device:
+        if e.name() == MARKER:
+            current = []
+            blocks.append(current)
+        elif current is not None:
+            current.append(e)
+    out: dict[str, dict] = {}
+    for (label, rnd), acts in zip(order, blocks, strict=False):
+        per_call = len(acts) // iters
+        rec = out.setdefault(label, {"calls_ns": [], "rounds_us": [], "kernels_per_call": per_call, "kernels": set()})
+        if per_call == 0 or len(acts) % iters:
+            rec["kernels_per_call"] = len(acts) / iters
+            continue
+        spans = [sum(a.duration_ns() for a in acts[i : i + per_call]) for i in range(0, len(acts), per_call)]
+        rec["calls_ns"] += spans
+        rec["rounds_us"].append(round(statistics.median(spans) / 1000, 3))
+        rec["kernels"].update(a.name() for a in acts)
+    for rec in out.values():
+        rec["us"] = round(statistics.median(rec.pop("calls_ns")) / 1000, 3) if rec["rounds_us"] else float("nan")
+        rec["kernels"] = sorted(rec["kernels"])
+    return out
+
+
 def rotated_us(fns, reps: int = 7, calls: int = 60) -> float:
     """Mean time per call of ``calls`` back-to-back calls rotating over buffer sets (the sweep's
     cold-L2 conditions: every call finds the previous call's output dirty in the L2), measured by
@@ -88,41 +166,72 @@ def rotated_us(fns, reps: int = 7, calls: int = 60) -> float:
     return statistics.median(times[1:])
 
 
-def _problems(m: int, n: int, sets: int) -> list[Problem]:
+def _problems(m: int, n: int, sets: int, outputs: str = "rotate") -> list:
+    """``sets`` LayerNorm buffer sets; with ``outputs="reuse"`` they share one output."""
     import torch
 
     torch.manual_seed(0)
     gamma, beta = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
-    return [Problem(torch.randn(m, n, device="cuda"), torch.empty(m, n, device="cuda"), gamma, beta) for _ in range(sets)]
+    ys = [torch.empty(m, n, device="cuda") for _ in range(sets if outputs == "rotate" else 1)]
+    return [problem(torch.randn(m, n, device="cuda"), ys[k % len(ys)], gamma, beta) for k in range(sets)]
+
+
+def summary(rows: list[dict], controls: tuple[str, ...] = ("triton", "inductor", "liger", "torch")) -> str:
+    """One line per shape and output policy: ours, the fastest plan measured, each control, and
+    ours over the best control and over the copy."""
+    cells: dict[tuple[str, str], dict[str, float]] = {}
+    for r in rows:
+        if "us" in r and r["rel_err"] < 1e-5:
+            cells.setdefault((r["shape"], r.get("outputs", "rotate")), {})[r["config"]] = r["us"]
+    head = ["shape", "outputs", "ours", "best plan", *controls, "copy", "ours/best ctl", "ours/copy"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (shape, outputs), c in cells.items():
+        ours, copy = c.get("impl ours", math.nan), c.get("impl copy", math.nan)
+        plans = {k: v for k, v in c.items() if not k.startswith("impl ")}
+        best = min(plans, key=plans.get) if plans else ""
+        ctl = [c.get(f"impl {k}", math.nan) for k in controls]
+        best_ctl = min((v for v in ctl if v == v), default=math.nan)
+        vals = [f"{ours:.2f}", f"{plans[best]:.2f} {best}" if best else "", *(f"{v:.2f}" for v in ctl), f"{copy:.2f}"]
+        lines.append(f"| {shape} | {outputs} | " + " | ".join(vals) + f" | {ours / best_ctl:.3f} | {ours / copy:.3f} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    import torch
-    from triton.testing import do_bench
-
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(prog="python -m capture.explore", description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", default="4096x768,8192x768,1024x2048,4096x4096")
     p.add_argument("--impls", default=",".join(IMPLS))
-    p.add_argument("--plans", default="held,bulk", help="which kernels' launch plans to sweep: held, bulk or both")
+    p.add_argument("--plans", default="held,bulk", help="which kernels' launch plans to sweep: held, bulk, around")
     p.add_argument("--only", default="", help="comma-separated registry names: time these and --impls only")
     p.add_argument(
         "--timer",
-        choices=["flush", "rotate"],
+        choices=["flush", "rotate", "kernel"],
         default="flush",
-        help="flush: do_bench, the L2 cleared before each call; rotate: back-to-back calls over buffer sets past 2x the L2",
+        help="flush: do_bench, the L2 cleared before each call; rotate: back-to-back calls over buffer sets past 2x "
+        "the L2, events around the batch; kernel: the same calls in a sweep's rounds, CUPTI kernel durations",
     )
+    p.add_argument("--outputs", default="reuse", help="rotate (an output per buffer set), reuse (one per shape), or both")
+    p.add_argument("--rounds", type=int, default=3, help="--timer kernel: rounds")
+    p.add_argument("--iters", type=int, default=50, help="--timer kernel: calls per implementation per round")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
+    policies = [o.strip() for o in args.outputs.split(",")]
+    if not policies or set(policies) - set(OUTPUT_POLICIES):
+        p.error(f"--outputs takes {' or '.join(OUTPUT_POLICIES)}, or both comma-separated")
+    import torch
+    from triton.testing import do_bench
+
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
     rows = []
     for shape in args.shapes.split(","):
-        m, n = parse_shape(shape)
-        probs = _problems(m, n, buffer_sets(m, n, props.L2_cache_size, "cold") if args.timer == "rotate" else 1)
+        m, n = OP.parse_shape(shape)
         plans = set(args.plans.split(","))
         cands = held_candidates(m, n, sms) if "held" in plans and not args.only else []
         names, kernels = [], [launch.kernel for _, launch in cands]
-        for name in args.only.split(",") if args.only else bulk_candidates(m, n, sms) if "bulk" in plans else []:
+        listed = args.only.split(",") if args.only else []
+        listed += around_candidates(m, n) if "around" in plans else []
+        listed += bulk_candidates(m, n, sms) if "bulk" in plans and not args.only else []
+        for name in dict.fromkeys(listed):
             try:
                 kernels.append(launch_config(name, m, n, 4, sms).kernel)
                 names.append(name)
@@ -131,34 +240,48 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.perf_counter()
         compile_kernels(kernels)
         print(f"{shape}: compiled {len(kernels)} configs in {time.perf_counter() - t0:.1f}s", flush=True)
-        entries = [(label, [launcher(prob, launch) for prob in probs], None) for label, launch in cands]
-        for name in names + args.impls.split(","):
-            label = name if name in names else f"impl {name}"
-            try:
-                impl = get(name)
-                entries.append((label, [impl.setup(prob) for prob in probs], impl))
-            except Exception as exc:
-                rows.append({"shape": shape, "config": label, "error": str(exc)})
-        for label, fns, impl in entries:
-            try:
-                err = check(impl or IMPLS["ours"], fns[0], probs[0])
-                if args.timer == "rotate":
-                    us = rotated_us(fns)
-                else:
-                    us = do_bench(fns[0], warmup=10, rep=40, return_mode="median") * 1000
-            except Exception as exc:  # a plan the GPU refuses to launch: record it, go on
-                print(f"  {label}: {exc}", flush=True)
-                rows.append({"shape": shape, "config": label, "error": str(exc)})
-                continue
-            rows.append({"shape": shape, "config": label, "timer": args.timer, "us": round(us, 3), "rel_err": err})
-        best = sorted((r for r in rows if r["shape"] == shape and "us" in r and r["rel_err"] < 1e-5), key=lambda r: r["us"])
-        for r in best[:8]:
-            print(f"  {r['us']:8.2f} us  {r['config']}", flush=True)
-        for r in rows:
-            if r["shape"] == shape and r["config"].startswith("impl"):
-                print(f"  {r.get('us', float('nan')):8.2f} us  {r['config']}  err={r.get('rel_err', r.get('error'))}", flush=True)
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "explore.json").write_text(json.dumps(rows, indent=1))  # after every shape: a crash keeps the rest
+        for outputs in policies:
+            set_bytes = m * n * 4 * (2 if outputs == "rotate" else 1)  # x, and y when it rotates
+            sets = buffer_sets(set_bytes, props.L2_cache_size, "cold") if args.timer != "flush" else 1
+            probs = _problems(m, n, sets, outputs)
+            entries = [(label, [launcher(prob, launch) for prob in probs], None) for label, launch in cands]
+            for name in names + args.impls.split(","):
+                label = name if name in names else f"impl {name}"
+                try:
+                    impl = get(name)
+                    entries.append((label, [impl.setup(prob) for prob in probs], impl))
+                except Exception as exc:
+                    rows.append({"shape": shape, "outputs": outputs, "config": label, "error": str(exc)})
+            checked = []
+            for label, fns, impl in entries:
+                try:
+                    err = check(OP, impl or IMPLS["ours"], fns[0], probs[0], torch.cuda.synchronize)
+                    if args.timer == "rotate":
+                        res = {"us": rotated_us(fns)}
+                    elif args.timer == "flush":
+                        res = {"us": do_bench(fns[0], warmup=10, rep=40, return_mode="median") * 1000}
+                    else:
+                        res = {}
+                except Exception as exc:  # a plan the GPU refuses to launch: record it, go on
+                    print(f"  {label}: {exc}", flush=True)
+                    rows.append({"shape": shape, "outputs": outputs, "config": label, "error": str(exc)})
+                    continue
+                checked.append((label, fns))
+                rows.append({"shape": shape, "outputs": outputs, "config": label, "timer": args.timer, "rel_err": err, **res})
+            if args.timer == "kernel":
+                times = kernel_times(checked, args.rounds, args.iters)
+                for r in rows:
+                    if r["shape"] == shape and r.get("outputs") == outputs and r["config"] in times and "rel_err" in r:
+                        r.update(times[r["config"]])
+            mine = [r for r in rows if r["shape"] == shape and r.get("outputs") == outputs and "us" in r]
+            best = sorted((r for r in mine if r["rel_err"] < 1e-5), key=lambda r: r["us"])
+            print(f"{shape} outputs={outputs}", flush=True)
+            for r in best[:8] + [r for r in mine if r["config"].startswith("impl")]:
+                calls = r.get("kernels_per_call", "")
+                print(f"  {r['us']:8.2f} us  {r['config']}  err={r['rel_err']:.1e}  k/call={calls}", flush=True)
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "explore.json").write_text(json.dumps(rows, indent=1))  # after every shape: a crash keeps the rest
+    print(summary(rows), flush=True)
 
 
 if __name__ == "__main__":

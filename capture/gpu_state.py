@@ -37,9 +37,17 @@ def _smi(*args: str) -> list[list[str]] | str:
     return [[v.strip() for v in line.split(",")] for line in out.stdout.strip().splitlines() if line.strip()]
 
 
-def smi_snapshot(index: int = 0) -> dict[str, object]:
-    """One ``nvidia-smi`` reading of GPU ``index``: clocks, utilization, power, temperature, and
-    the compute processes on it (another process there means the measurement shares the GPU)."""
+def visible_gpu() -> str:
+    """The GPU a CUDA program here runs on: the first entry of ``CUDA_VISIBLE_DEVICES`` (an
+    index or a ``GPU-<uuid>``), or ``"0"``."""
+    return (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip() or "0"
+
+
+def smi_snapshot(index: str | int | None = None) -> dict[str, object]:
+    """One ``nvidia-smi`` reading of GPU ``index`` (default: the visible one): clocks,
+    utilization, power, temperature, and the compute processes on it (another process there
+    means the measurement shares the GPU)."""
+    index = visible_gpu() if index is None else index
     rows = _smi(f"--id={index}", f"--query-gpu={','.join(SMI_FIELDS)}")
     if isinstance(rows, str):
         return {"error": rows}
@@ -50,8 +58,8 @@ def smi_snapshot(index: int = 0) -> dict[str, object]:
 
 
 class ClockSampler:
-    """Samples the GPU (by CUDA device UUID) on a background thread, tagging each sample with
-    the current phase. ``samples()`` returns columns: t_s, phase, sm_mhz, mem_mhz, util_gpu,
+    """Samples the GPU (by CUDA device UUID, or NVML index) on a background thread, tagging each
+    sample with the current phase. ``samples()`` returns columns: t_s, phase, sm_mhz, mem_mhz, util_gpu,
     util_mem, power_w, temp_c."""
 
     COLUMNS = ("t_s", "phase", "sm_mhz", "mem_mhz", "util_gpu", "util_mem", "power_w", "temp_c")
@@ -75,6 +83,8 @@ class ClockSampler:
 
     @staticmethod
     def _find(nvml, uuid: str):
+        if uuid.isdigit():
+            return nvml.nvmlDeviceGetHandleByIndex(int(uuid))
         for i in range(nvml.nvmlDeviceGetCount()):
             handle = nvml.nvmlDeviceGetHandleByIndex(i)
             found = nvml.nvmlDeviceGetUUID(handle)

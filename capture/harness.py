@@ -1,19 +1,24 @@
 """The program Nsight Systems runs: one op, one shape, several implementations, one session.
 
-    python -m capture.harness --shape 4096x768 --impls ours,triton,torch,copy --out DIR
+    python -m capture.harness --op layernorm --shape 4096x768 --impls ours,triton,torch,copy --out DIR
 
-Phases, in order:
-  1. setup: one set of buffers per rotation slot, each implementation's launchers, and a
-     correctness check of every implementation against a float64 reference (outputs poisoned);
+The op and its implementations come from plugins (``nsys_tools.plugin``): installed ones
+through the ``nsys_tools.ops`` entry points, others through ``--plugin FILE_OR_MODULE`` and
+``--impls pkg.module:factory``. Phases, in order:
+  1. setup: one set of buffers per rotation slot (outputs per slot or one per shape, by the
+     output policy), each implementation's launchers, and a correctness check of every
+     implementation against the op's float64 reference (outputs poisoned first);
   2. warm-up: ``--warmup`` calls of each implementation, untraced;
   3. trace: between cudaProfilerStart and cudaProfilerStop (``nsys profile
      --capture-range=cudaProfilerApi``), R rounds; in each round every implementation runs I
      calls inside one NVTX range, the order rotated by one each round;
   4. span: the same rounds again with tracing stopped, a CUDA event pair around every call.
 
-NVTX range names: ``<op>/<impl>/<M>x<N>/<l2>/r<round>`` (see ``nsys_tools.sweep.RANGE``).
+NVTX range names: ``<op>/<impl>/<shape>/<l2>/r<round>`` (``nsys_tools.convention``).
 With ``--l2 cold`` the calls rotate over buffer sets that together exceed twice the L2, so
-no call finds its inputs in cache; ``--l2 warm`` reuses one set.
+no call finds its inputs in cache; ``--l2 warm`` reuses one set. ``--outputs rotate`` gives
+every set its own outputs (every write lands in a cold buffer); ``--outputs reuse`` gives every
+implementation the same outputs per shape.
 
 Writes ``<out>/<shape>.harness.json``: parameters, checks, spans, clock samples, timings.
 """
@@ -23,99 +28,149 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from kernels.registry import Problem, format_shape, parse_impls, parse_shape
+from nsys_tools.convention import L2_MODES, range_name, rotated
+from nsys_tools.errors import NsysToolsError
 from nsys_tools.files import write_text_atomically
+from nsys_tools.plugin import Buffers, Impl, Op, Registry, UnsupportedShape
 
 from .gpu_state import ClockSampler
 
-OP = "layernorm"
+OUTPUT_POLICIES = ("rotate", "reuse")
+# Libraries whose versions a header should carry when the run loaded them.
+VERSIONED = ("torch", "triton", "cupy", "liger_kernel", "cutlass", "numba")
 
 
-def range_name(op: str, impl: str, shape: str, l2: str, rnd: int) -> str:
-    return f"{op}/{impl}/{shape}/{l2}/r{rnd}"
-
-
-def rotated(names: list[str], rnd: int) -> list[str]:
-    k = rnd % len(names)
-    return names[k:] + names[:k]
-
-
-def buffer_sets(m: int, n: int, l2_bytes: int, l2_mode: str) -> int:
-    """How many (x, y) sets to rotate over: together more than twice the L2, or 1 when warm."""
+def buffer_sets(set_bytes: int, l2_bytes: int, l2_mode: str) -> int:
+    """How many buffer sets to rotate over: together more than twice the L2, or 1 when warm.
+    ``set_bytes`` is what one set holds that rotates (inputs, and outputs when they rotate)."""
     if l2_mode == "warm":
         return 1
-    return max(2, math.ceil(2 * l2_bytes / (2 * m * n * 4)) + 1)
+    return max(2, math.ceil(2 * l2_bytes / max(set_bytes, 1)) + 1)
 
 
-def relative_error(out, ref) -> float:
-    import torch
-
-    out64 = out.double()
-    if not torch.isfinite(out64).all():
-        return float("inf")
-    return float((out64 - ref).norm() / ref.norm().clamp_min(1e-300))
+def nbytes(tensors: Mapping[str, Any]) -> int:
+    """Bytes held by the arrays in ``tensors`` (scalars count nothing)."""
+    return sum(int(getattr(t, "nbytes", 0) or 0) for t in tensors.values())
 
 
-def check(impl, launch, problem: Problem) -> float:
-    """Relative error of one call against a float64 reference, with y poisoned beforehand."""
-    import torch
-    import torch.nn.functional as F
+def make_sets(op: Op, shape: tuple[int, ...], device: str, l2_bytes: int, l2: str, outputs: str) -> list[Buffers]:
+    """The buffer sets of one shape: constants once, inputs per set, outputs per set
+    (``rotate``) or once (``reuse``), enough sets to exceed twice the L2 when cold."""
+    constants = op.constants(shape, device)
+    inputs = [op.inputs(shape, device)]
+    outs = [op.outputs(shape, device)]
+    rotating = nbytes(inputs[0]) + (nbytes(outs[0]) if outputs == "rotate" else 0)
+    sets = buffer_sets(rotating, l2_bytes, l2)
+    for _ in range(1, sets):
+        inputs.append(op.inputs(shape, device))
+        if outputs == "rotate":
+            outs.append(op.outputs(shape, device))
+    return [Buffers(shape, inputs[k], outs[k if outputs == "rotate" else 0], constants) for k in range(sets)]
 
-    problem.y.fill_(float("nan"))
-    out = launch()
-    torch.cuda.synchronize()
-    out = problem.y if out is None else out
-    if impl.computes == "copy":
-        ref = problem.x.double()
-    else:
-        x = problem.x.double()
-        ref = F.layer_norm(x, (x.shape[1],), problem.gamma.double(), problem.beta.double(), problem.eps)
-    return relative_error(out, ref)
+
+def produced(buffers: Buffers, returned: Any) -> dict[str, Any]:
+    """What a call produced, by output name: ``buffers``' outputs, or what an allocating
+    implementation returned (one tensor, or a tuple in the op's output order)."""
+    if returned is None:
+        return {name: getattr(buffers, name) for name in buffers.outputs}
+    values = returned if isinstance(returned, (tuple, list)) else (returned,)
+    return dict(zip(buffers.outputs, values, strict=False))
+
+
+def check(op: Op, impl: Impl, launch: Callable[[], Any], buffers: Buffers, sync: Callable[[], None] = lambda: None) -> float:
+    """The largest error of one call's outputs against the float64 reference, outputs poisoned
+    beforehand (an output an implementation does not produce counts as infinitely wrong)."""
+    op.poison({name: getattr(buffers, name) for name in buffers.outputs})
+    returned = launch()
+    sync()
+    out = produced(buffers, returned)
+    expected = (impl.reference or op.reference)(buffers)
+    return max((op.error(out[name], ref) if name in out else math.inf) for name, ref in expected.items())
+
+
+def prepare(
+    op: Op, impls: Sequence[Impl], sets: list[Buffers], sync: Callable[[], None] = lambda: None
+) -> tuple[dict[str, list], dict[str, float], dict[str, str], dict[str, str]]:
+    """Per implementation: launchers for every set and the correctness check. Returns
+    (launchers, checks, errors, unsupported); an implementation whose factory raises or whose
+    launch fails is recorded in ``errors`` (``unsupported`` for ``UnsupportedShape``) and left
+    out, and the others still run."""
+    launchers, checks, errors, unsupported = {}, {}, {}, {}
+    for impl in impls:
+        try:
+            fns = [impl.setup(b) for b in sets]
+            checks[impl.name] = check(op, impl, fns[0], sets[0], sync)
+            launchers[impl.name] = fns
+        except UnsupportedShape as exc:
+            unsupported[impl.name] = exc.problem
+        except Exception as exc:  # recorded per implementation; the others still run
+            errors[impl.name] = f"{type(exc).__name__}: {exc}"
+    return launchers, checks, errors, unsupported
+
+
+def setup(op: Op, impls: Sequence[Impl], sets: list[Buffers], sync: Callable[[], None] = lambda: None):
+    """``prepare``, failing with one line when no implementation can run at all."""
+    launchers, checks, errors, unsupported = prepare(op, impls, sets, sync)
+    if not launchers:
+        why = "; ".join(f"{k}: {v}" for k, v in {**errors, **unsupported}.items())
+        raise NsysToolsError(None, f"no implementation of {op.name} ran at {op.format_shape(sets[0].shape)}", why)
+    return launchers, checks, errors, unsupported
+
+
+def describe(op: Op, impl: Impl, shape: tuple[int, ...], outputs: str) -> dict[str, Any]:
+    """What a report needs to know about one implementation without loading its plugin."""
+    return {
+        "family": impl.family,
+        "summary": impl.summary,
+        "allocates": impl.allocates,
+        "outputs": "allocates" if impl.allocates else outputs,
+        "tolerance": op.tolerance(),
+        **op.work(impl, shape),
+    }
 
 
 def _versions() -> dict[str, str]:
-    import cupy
     import torch
-    import triton
 
-    return {"torch": torch.__version__, "triton": triton.__version__, "cupy": cupy.__version__, "cuda": str(torch.version.cuda)}
+    found = {name: str(getattr(sys.modules[name], "__version__", "")) for name in VERSIONED if name in sys.modules}
+    return {**{k: v for k, v in found.items() if v}, "cuda": str(torch.version.cuda)}
+
+
+def plan(args: argparse.Namespace) -> tuple[Op, str, list[Impl]]:
+    """The op, the shape's canonical text and the implementations the arguments name, loaded
+    from the plugins exactly as the sweep driver resolved them (no GPU needed)."""
+    registry = Registry(args.plugin)
+    op = registry.op(args.op)
+    return op, op.canonical(args.shape), registry.impls(op, args.impls)
 
 
 def run(args: argparse.Namespace) -> dict:
     import torch
 
     t0 = time.perf_counter()
-    m, n = parse_shape(args.shape)
-    shape = format_shape(m, n)
-    impls = parse_impls(args.impls)
+    op, shape_text, impls = plan(args)
+    shape = op.parse_shape(shape_text)
     torch.manual_seed(args.seed)
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
     l2 = props.L2_cache_size
-    sets = buffer_sets(m, n, l2, args.l2)
-    gamma = torch.randn(n, device=dev)
-    beta = torch.randn(n, device=dev)
-    buffers = [(torch.randn(m, n, device=dev), torch.empty(m, n, device=dev)) for _ in range(sets)]
-
-    launchers, checks, errors = {}, {}, {}
-    for impl in impls:
-        try:
-            fns = [impl.setup(Problem(x, y, gamma, beta)) for x, y in buffers]
-            checks[impl.name] = check(impl, fns[0], Problem(*buffers[0], gamma, beta))
-            launchers[impl.name] = fns
-        except Exception as exc:  # recorded per implementation; the others still run
-            errors[impl.name] = f"{type(exc).__name__}: {exc}"
+    sets = make_sets(op, shape, "cuda", l2, args.l2, args.outputs)
+    launchers, checks, errors, unsupported = setup(op, impls, sets, torch.cuda.synchronize)
     names = list(launchers)
     t_setup = time.perf_counter()
 
     calls = 0
+    count = len(sets)
 
     def call(name: str) -> None:
         nonlocal calls
-        launchers[name][calls % sets]()
+        launchers[name][calls % count]()
         calls += 1
 
     for name in names:
@@ -131,7 +186,7 @@ def run(args: argparse.Namespace) -> dict:
     torch.cuda.profiler.start()
     for rnd in range(args.rounds):
         for name in rotated(names, rnd):
-            torch.cuda.nvtx.range_push(range_name(OP, name, shape, args.l2, rnd))
+            torch.cuda.nvtx.range_push(range_name(op.name, name, shape_text, args.l2, rnd))
             for _ in range(args.iters):
                 call(name)
             torch.cuda.nvtx.range_pop()
@@ -162,19 +217,22 @@ def run(args: argparse.Namespace) -> dict:
             spans["span_ns"].append(round(start.elapsed_time(end) * 1e6))
 
     return {
-        "op": OP,
-        "shape": shape,
+        "op": op.name,
+        "shape": shape_text,
         "l2": args.l2,
+        "outputs": args.outputs,
         "rounds": args.rounds,
         "iters": args.iters,
         "warmup": args.warmup,
         "seed": args.seed,
         "impls": [i.name for i in impls],
+        "implementations": {i.name: describe(op, i, shape, args.outputs) for i in impls},
         "gpu": {"name": props.name, "sm_count": props.multi_processor_count, "l2_bytes": l2},
-        "buffer_sets": sets,
-        "buffer_bytes": sets * 2 * m * n * 4,
+        "buffer_sets": count,
+        "buffer_bytes": sum(nbytes(b.tensors) for b in sets),
         "checks": checks,
         "errors": errors,
+        "unsupported": unsupported,
         "span_method": (
             "CUDA events recorded on the launch stream immediately before and after each call, "
             "with Nsight Systems tracing stopped (after cudaProfilerStop); the same rounds, order "
@@ -195,12 +253,15 @@ def run(args: argparse.Namespace) -> dict:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m capture.harness", description=__doc__.split("\n\n")[0])
-    p.add_argument("--shape", required=True, help="MxN, e.g. 4096x768")
-    p.add_argument("--impls", required=True, help="comma-separated registry names")
+    p.add_argument("--op", required=True, help="op name (installed, or from --plugin)")
+    p.add_argument("--plugin", action="append", default=[], help="plugin file or module (repeatable)")
+    p.add_argument("--shape", required=True, help="a shape as the op writes it, e.g. 4096x768")
+    p.add_argument("--impls", required=True, help="comma-separated names or pkg.module:factory entries")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--iters", type=int, default=100)
     p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--l2", choices=("cold", "warm"), default="cold")
+    p.add_argument("--l2", choices=L2_MODES, default="cold")
+    p.add_argument("--outputs", choices=OUTPUT_POLICIES, default="rotate")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sample-interval", type=float, default=0.005, help="seconds between clock samples")
     p.add_argument("--out", required=True, type=Path, help="folder for <shape>.harness.json")
@@ -209,7 +270,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    result = run(args)
+    try:
+        result = run(args)
+    except NsysToolsError as err:  # one line, which the sweep records as the shape's error
+        print(f"Error: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
     args.out.mkdir(parents=True, exist_ok=True)
     target = args.out / f"{result['shape']}.harness.json"
     write_text_atomically(target, json.dumps(result))

@@ -1,5 +1,2 @@
-"""LayerNorm forward implementations: ours (CUDA C++ through CuPy) and the controls."""
-
-from .registry import IMPLS, Impl, Problem, UnsupportedShape, get, parse_impls, parse_shape
-
-__all__ = ["IMPLS", "Impl", "Problem", "UnsupportedShape", "get", "parse_impls", "parse_shape"]
+"""The studies that ship with nsys-tools, as op plugins: LayerNorm forward (``kernels.layernorm``),
+with ours (CUDA C++ through CuPy) and the controls (``kernels.registry``)."""

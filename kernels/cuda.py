@@ -12,7 +12,9 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from .registry import BULK_NAME, CLUSTER_NAME, HELD_MAX_N, HELD_NAME, STAGED_NAME, Problem, UnsupportedShape
+from nsys_tools.plugin import Buffers
+
+from .registry import BULK_NAME, CLUSTER_NAME, HELD_MAX_N, HELD_NAME, STAGED_NAME, UnsupportedShape
 
 SOURCE = Path(__file__).with_name("layernorm.cu")
 NVRTC_OPTIONS = ("--std=c++17",)
@@ -53,15 +55,29 @@ class Launch:
 
 
 # (widest row, threads per row, rows per block, cache policy) for the register-held path, chosen
-# from Nsight Systems sweeps on the H200 (reports/variants.md): rows up to 1024 floats go one warp
-# per row, four rows to a block; wider rows take more threads, each holding at most 8 float4
-# slots (256 threads up to 8192 floats, 512 beyond), and from 4096 floats on, streaming
-# (evict-first) loads and stores.
-HELD_PLAN_VEC4 = ((1024, 32, 4, 0), (2048, 128, 1, 0), (8192, 256, 1, 2), (HELD_MAX_N, 512, 1, 2))
+# from measurements on the H200 (reports/variants.md): rows up to 768 floats go one warp per row
+# (four rows to a block below PRELOAD_FROM_ELEMENTS), up to 1024 floats two warps; wider rows take
+# more threads, each holding at most 8 float4 slots (128 threads up to 4096 floats, 256 up to
+# 8192, 512 beyond). Up to 8192
+# floats gamma and beta are loaded with x, before the reduction, as Liger's and Inductor's
+# kernels do (PRELOAD); rows of 16384 floats keep streaming (evict-first) loads and stores
+# instead: the preload's registers would halve the rows in flight there.
+PRELOAD = 8  # the cache-policy bit of ln_held that loads gamma and beta with x
+HELD_PLAN_VEC4 = (
+    (768, 32, 4, PRELOAD),
+    (1024, 64, 1, PRELOAD),
+    (4096, 128, 1, PRELOAD),
+    (8192, 256, 1, PRELOAD),
+    (HELD_MAX_N, 512, 1, 2),
+)
 HELD_PLAN_VEC1 = ((1024, 128, 1, 0), (2048, 256, 1, 0), (4096, 512, 1, 0), (HELD_MAX_N, 1024, 1, 0))
-# From this many rows on, rows up to 1024 floats go one warp per block instead of four: 14.37 and
-# 14.50 µs against 15.01 and 15.06 at 8192x768 in two sessions, while at 4096x768 four rows a
-# block win (7.87 against 8.58).
+# Below this many elements (12 MiB of fp32) the grid fits the GPU in about one wave, and the
+# registers the preload takes cost more than the latency it hides (1024x2048: 6.02 µs against
+# 5.66 without; 2048x768: 4.83 against 4.74); from it on the preload wins (4096x768 one row a
+# block: 7.81 against 8.61).
+PRELOAD_FROM_ELEMENTS = 3 << 20
+# One warp per block, not four rows a block, from this many rows on (14.37 and 14.50 µs against
+# 15.01 and 15.06 at 8192x768 without the preload), and wherever the preload is on.
 ONE_ROW_BLOCKS_FROM_M = 8192
 
 
@@ -73,7 +89,9 @@ def held_for(n: int, vec: int, tpr: int | None = None, m: int = 0) -> Held:
     rpb, cache = 1, 0
     if tpr is None:
         _, tpr, rpb, cache = next(row for row in (HELD_PLAN_VEC4 if vec == 4 else HELD_PLAN_VEC1) if n <= row[0])
-        if tpr == 32 and m >= ONE_ROW_BLOCKS_FROM_M:
+        if m * n < PRELOAD_FROM_ELEMENTS:
+            cache &= ~PRELOAD
+        if tpr == 32 and (m >= ONE_ROW_BLOCKS_FROM_M or cache & PRELOAD):
             rpb = 1
     return Held(tpr, math.ceil(n / vec / tpr), vec, rpb, cache)
 
@@ -105,6 +123,8 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
     explicit = HELD_NAME.match(variant)
     if explicit:
         tpr, rpb, cache, minb, cap = _numbers(explicit, rpb=1)
+        if vec == 4:
+            _slots(variant, n, tpr)  # a register array past 8 float4 spills
         held = replace(held_for(n, vec, tpr=tpr), rpb=rpb, cache=cache, minb=minb)
         # Shared memory the kernel does not use, reserved so that at most ``cap`` blocks fit an SM
         # (the static part and the 1 KB per-block reserve fit in the 2 KB left over).
@@ -113,12 +133,8 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
             raise UnsupportedShape(None, f"{variant} asks for {held.threads} threads per block (at most 1024)")
     else:
         held, pad = held_for(n, vec, tpr=128 if variant == "row_held" else None, m=m), 0
-    if variant == "ours_nc":
-        held = replace(held, cache=1)
-    elif variant == "ours_cs":
-        held = replace(held, cache=2)
-    elif variant == "ours_pf":
-        held = replace(held, cache=3)
+    if variant in ("ours_nc", "ours_cs", "ours_pf"):  # the dispatcher's plan under another cache policy
+        held = replace(held, cache=(held.cache & PRELOAD) | {"ours_nc": 1, "ours_cs": 2, "ours_pf": 3}[variant])
     elif variant == "ours_2rows" and held.threads <= 512:
         held = replace(held, rpb=2 * held.rpb)
     elif variant == "ours_regcap":
@@ -174,7 +190,7 @@ def _cluster_config(variant: str, m: int, n: int, cs: int, tpb: int, cache: int)
     return Launch(f"ln_cluster<{cs},{tpb},{slots},{cache}>", m * cs, tpb)
 
 
-def vec_width(problem: Problem) -> int:
+def vec_width(problem: Buffers) -> int:
     """4 when every row of x and y starts on a 16-byte boundary and N % 4 == 0, else 1."""
     m, n = problem.shape
     tensors = (problem.x, problem.y, problem.gamma, problem.beta)
@@ -198,38 +214,7 @@ def compile_kernels(names: list[str], source: Path = SOURCE, options: tuple[str,
     return {name: module.get_function(name) for name in names}
 
 
-def nvrtc_cubin(source: Path, name: str, options: tuple[str, ...], arch: str) -> tuple[str, bytes]:
-    """Compile ``source`` for ``arch`` without a GPU, through NVRTC (``cuda.bindings``) with
-    ``options`` and the ones CuPy adds, instantiating ``name``: (its mangled name, the cubin).
-    Raises ``ToolMissing`` without NVRTC and ``NsysToolsError`` when NVRTC fails."""
-    from nsys_tools.errors import NsysToolsError, ToolMissing
-
-    try:
-        from cuda.bindings import nvrtc
-    except ImportError as exc:
-        raise ToolMissing(None, "NVRTC's Python bindings are not installed", "pip install 'nsys-tools[census]'") from exc
-    try:
-        err, prog = nvrtc.nvrtcCreateProgram(source.read_bytes(), source.name.encode(), 0, [], [])
-    except RuntimeError as exc:  # the bindings could not load libnvrtc
-        raise ToolMissing(None, f"NVRTC could not be loaded ({exc})", "pip install 'nsys-tools[census]'") from exc
-    nvrtc.nvrtcAddNameExpression(prog, name.encode())
-    opts = [o.encode() for o in (*options, *CUPY_IMPLICIT_OPTIONS, f"-arch={arch}")]
-    (result,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-    if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        message = log.decode(errors="replace").strip(" \x00\n")[:300]
-        raise NsysToolsError(source, f"NVRTC failed for {name}: {message}")
-    _, lowered = nvrtc.nvrtcGetLoweredName(prog, name.encode())
-    _, size = nvrtc.nvrtcGetCUBINSize(prog)
-    cubin = b" " * size
-    nvrtc.nvrtcGetCUBIN(prog, cubin)
-    nvrtc.nvrtcDestroyProgram(prog)
-    return lowered.decode(), cubin
-
-
-def launcher(problem: Problem, plan: Launch):
+def launcher(problem: Buffers, plan: Launch):
     """A no-argument launcher of ``plan`` on ``problem``'s buffers (arguments converted once)."""
     import cupy as cp
     import numpy as np
@@ -259,7 +244,7 @@ def launcher(problem: Problem, plan: Launch):
     return launch
 
 
-def make(problem: Problem, variant: str):
+def make(problem: Buffers, variant: str):
     """Registry factory: the launcher of ``variant`` planned for ``problem``'s shape and alignment."""
     import torch
 

@@ -26,11 +26,12 @@ __device__ __forceinline__ float warp_sum(float v) {
 //   0: default,  1: read-only non-coherent loads (ld.global.nc),
 //   2: streaming (ld.global.cs / st.global.cs, evict-first: x and y are touched once),
 //   3: loads that ask the L2 to fetch 256-byte blocks (ld.global.L2::256B, sm_80 and later),
-//   4: default loads, streaming stores (st.global.cs).
+//   4: default loads, streaming stores (st.global.cs),
+//   5: streaming loads, default stores (x leaves the L2 first; y stays as long as it can).
 template <int CACHE>
 __device__ __forceinline__ float4 load4(const float* p) {
   if (CACHE == 1) return __ldg(reinterpret_cast<const float4*>(p));
-  if (CACHE == 2) return __ldcs(reinterpret_cast<const float4*>(p));
+  if (CACHE == 2 || CACHE == 5) return __ldcs(reinterpret_cast<const float4*>(p));
   if (CACHE == 3) {
     float4 r;
     asm("ld.global.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w) : "l"(p));
@@ -41,7 +42,7 @@ __device__ __forceinline__ float4 load4(const float* p) {
 template <int CACHE>
 __device__ __forceinline__ float load1(const float* p) {
   if (CACHE == 1) return __ldg(p);
-  if (CACHE == 2) return __ldcs(p);
+  if (CACHE == 2 || CACHE == 5) return __ldcs(p);
   if (CACHE == 3) {
     float r;
     asm("ld.global.L2::256B.f32 %0, [%1];" : "=f"(r) : "l"(p));
@@ -198,11 +199,15 @@ __global__ void __launch_bounds__(128) ln_warps(
 //   warp merging them itself with shuffles.
 //   The grid may be smaller than M / RPB: blocks then stride over row groups (grid-stride).
 //   MINB > 0 passes a minimum blocks-per-SM to __launch_bounds__, which caps registers.
+//   CACHE: the cache policy above in its low three bits; bit 8 loads gamma and beta into
+//   registers with x, before the reduction (as Liger's kernel does), instead of after it.
 template <int TPR, int SLOTS, int VEC, int RPB, int CACHE, int MINB>
 __global__ void __launch_bounds__(TPR * RPB, MINB) ln_held(
     const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ gamma,
     const float* __restrict__ beta, int M, int N, long long sx, long long sy, float eps) {
   constexpr int WARPS = TPR / 32;
+  constexpr int POLICY = CACHE & 7;
+  constexpr bool PRELOAD = (CACHE & 8) != 0;
   __shared__ float3 part[RPB][WARPS > 1 ? WARPS : 1];  // per warp: sum, M2, count
   const int sub = threadIdx.x / TPR;
   const int t = threadIdx.x % TPR;
@@ -220,16 +225,19 @@ __global__ void __launch_bounds__(TPR * RPB, MINB) ln_held(
     float* yr = y + (active ? row : 0) * sy;
 
     float v[SLOTS][VEC];
+    float4 gk[PRELOAD ? SLOTS : 1], bk[PRELOAD ? SLOTS : 1];  // gamma and beta, when preloaded
     float s = 0.f;
 #pragma unroll
     for (int k = 0; k < SLOTS; ++k) {
       const int col = (k * TPR + t) * VEC;
       if (active && col < N) {
         if (VEC == 4) {
-          const float4 q = load4<CACHE>(xr + col);
+          const float4 q = load4<POLICY>(xr + col);
           v[k][0] = q.x; v[k][1 % VEC] = q.y; v[k][2 % VEC] = q.z; v[k][3 % VEC] = q.w;
+          if constexpr (PRELOAD) gk[k] = load4<0>(gamma + col), bk[k] = load4<0>(beta + col);
         } else {
-          v[k][0] = load1<CACHE>(xr + col);
+          v[k][0] = load1<POLICY>(xr + col);
+          if constexpr (PRELOAD) gk[k].x = gamma[col], bk[k].x = beta[col];
         }
       } else {
 #pragma unroll
@@ -273,11 +281,16 @@ __global__ void __launch_bounds__(TPR * RPB, MINB) ln_held(
       const int col = (k * TPR + t) * VEC;
       if (active && col < N) {
         if (VEC == 4) {
-          const float4 g = load4<0>(gamma + col), b = load4<0>(beta + col);
+          float4 g, b;
+          if constexpr (PRELOAD) g = gk[k], b = bk[k];
+          else g = load4<0>(gamma + col), b = load4<0>(beta + col);
           const float4 q = make_float4(v[k][0], v[k][1 % VEC], v[k][2 % VEC], v[k][3 % VEC]);
-          store4<CACHE>(yr + col, normalize4(q, mean, rstd, g, b));
+          store4<POLICY>(yr + col, normalize4(q, mean, rstd, g, b));
         } else {
-          store1<CACHE>(yr + col, (v[k][0] - mean) * rstd * gamma[col] + beta[col]);
+          float g, b;
+          if constexpr (PRELOAD) g = gk[k].x, b = bk[k].x;
+          else g = gamma[col], b = beta[col];
+          store1<POLICY>(yr + col, (v[k][0] - mean) * rstd * g + b);
         }
       }
     }

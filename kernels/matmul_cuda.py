@@ -279,7 +279,7 @@ def compile_for_census(variant: str, dtype: str, shape: tuple[int, int, int], ar
     operands), compiled without a GPU."""
     from nsys_tools.plugin import Cubin, arch_number
 
-    from .cuda import nvrtc_cubin
+    from .census import nvrtc_cubin
 
     m, n, k = shape
     chunk = 16 // ELEMENT_BYTES[dtype]

@@ -1,31 +1,29 @@
-"""The registry of LayerNorm forward implementations: ours and the controls.
+"""The LayerNorm forward implementations: ours and the controls, as ``nsys_tools.plugin.Impl``.
 
-Importable with the standard library alone (CI has no GPU stack): each entry names the module
-and factory that builds its launcher, and the GPU libraries are imported only by ``setup``.
+Importable with the standard library alone (CI has no GPU stack): each entry's factory is
+``plugin.lazy("module:function")``, so the GPU libraries are imported only when it is called.
+The op itself (shapes, buffers, reference, bytes) is ``kernels.layernorm``.
 
 Every implementation computes, for a row-major fp32 M x N tensor ``x`` (rows possibly strided),
-``y = (x - mean) / sqrt(var + eps) * gamma + beta`` over the last dimension, into a
-preallocated ``y``. ``setup(problem)`` allocates and converts everything up front and returns
-a launch callable that takes no arguments: the timed call allocates no device memory. The
-launch returns the output tensor when it makes a new one (torch), else None (it wrote ``y``).
+``y = (x - mean) / sqrt(var + eps) * gamma + beta`` over the last dimension, into the
+preallocated ``y`` of the buffer set it is given (``buffers.x``, ``.y``, ``.gamma``, ``.beta``,
+``.eps``); torch's ``layer_norm`` allocates its output instead and returns it.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from nsys_tools.errors import UsageError
+from nsys_tools.plugin import Buffers, Impl, UnsupportedShape, lazy
+
+__all__ = ["UnsupportedShape"]  # re-exported: the kernels raise it from here
 
 FP32 = 4
 HELD_MAX_N = 16384  # the register-held kernels keep at most 8 float4 slots x 512 threads
-
-
-class UnsupportedShape(UsageError):
-    """This implementation cannot run this shape (the message says which limit)."""
 
 
 def layernorm_bytes(m: int, n: int) -> int:
@@ -38,66 +36,38 @@ def copy_bytes(m: int, n: int) -> int:
     return 2 * m * n * FP32
 
 
-def parse_shape(text: str) -> tuple[int, int]:
-    """``"4096x768"`` -> ``(4096, 768)``; anything else is a usage error."""
-    parts = text.lower().replace("×", "x").split("x")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) or min(int(p) for p in parts) < 1:
-        raise UsageError(None, f"unknown shape {text!r}", "write shapes as MxN with positive integers, e.g. 4096x768")
-    return int(parts[0]), int(parts[1])
+def problem(x: Any, y: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> Buffers:
+    """One buffer set built by hand (tests, probes): ``x`` (rows may be strided), ``y``,
+    ``gamma``, ``beta`` as torch tensors, and ``eps``."""
+    return Buffers(tuple(x.shape), {"x": x}, {"y": y}, {"gamma": gamma, "beta": beta, "eps": eps})
 
 
-def format_shape(m: int, n: int) -> str:
-    return f"{m}x{n}"
+def max_width(n_max: int) -> Callable[[tuple[int, ...]], str | None]:
+    """A shape limit: rows of at most ``n_max`` floats."""
+
+    def limit(shape: tuple[int, ...]) -> str | None:
+        m, n = shape
+        return f"supports rows up to N = {n_max}; got N = {n} ({m}x{n}); use ours or torch" if n > n_max else None
+
+    return limit
 
 
-@dataclass
-class Problem:
-    """One set of device buffers for one shape: ``x`` (rows may be strided), ``y``, ``gamma``,
-    ``beta`` as torch tensors, and ``eps``."""
+def _compile_ours(variant: str, shape: tuple[int, ...], arch: str):
+    from .census import compile_ours
 
-    x: Any
-    y: Any
-    gamma: Any
-    beta: Any
-    eps: float = 1e-5
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return tuple(self.x.shape)
+    return compile_ours(variant, shape, arch)
 
 
-@dataclass(frozen=True)
-class Impl:
-    name: str
-    family: str  # "ours" or "control"
-    summary: str
-    factory: str  # "module:function"; function(problem) -> launch()
-    max_n: int | None = None  # widest row supported
-    strided: bool = True  # accepts rows with a stride larger than N
-    moves: Callable[[int, int], int] = layernorm_bytes
-    computes: str = "layernorm"  # what the output is checked against: "layernorm" or "copy"
-    options: dict[str, Any] = field(default_factory=dict)  # passed to the factory
+def _compile_triton(shape: tuple[int, ...], arch: str):
+    from .census import compile_triton
 
-    def check(self, m: int, n: int) -> None:
-        """Raise ``UnsupportedShape`` for a shape this implementation cannot run."""
-        if m < 1 or n < 1:
-            raise UnsupportedShape(None, f"{self.name} needs a non-empty tensor, got {m}x{n}")
-        if self.max_n is not None and n > self.max_n:
-            raise UnsupportedShape(
-                None, f"{self.name} supports rows up to N = {self.max_n}; got N = {n} ({format_shape(m, n)})", "use ours or torch"
-            )
-
-    def setup(self, problem: Problem) -> Callable[[], None]:
-        m, n = problem.shape
-        self.check(m, n)
-        if not self.strided and problem.x.stride(0) != n:
-            raise UnsupportedShape(None, f"{self.name} needs contiguous rows")
-        module, func = self.factory.split(":")
-        return getattr(importlib.import_module(module), func)(problem, **self.options)
+    return compile_triton(shape, arch)
 
 
 def _ours(name: str, summary: str, max_n: int | None = None) -> Impl:
-    return Impl(name, "ours", summary, "kernels.cuda:make", max_n=max_n, options={"variant": name})
+    limit = max_width(max_n) if max_n else None
+    census = partial(_compile_ours, name)
+    return Impl(name, lazy("kernels.cuda:make"), "ours", summary, limit=limit, options={"variant": name}, compile=census)
 
 
 IMPLS: dict[str, Impl] = {
@@ -119,29 +89,53 @@ IMPLS: dict[str, Impl] = {
         _ours("ours_regcap", "ours with __launch_bounds__ asking for 2x the resident blocks (a register cap)", HELD_MAX_N),
         Impl(
             "triton",
+            lazy("kernels.triton_ln:make"),
             "control",
             "Triton LayerNorm forward after the Triton tutorial: one program per row, BLOCK = next_pow2(N)",
-            "kernels.triton_ln:make",
-            max_n=65536 // FP32,
+            limit=max_width(65536 // FP32),
+            compile=_compile_triton,
         ),
-        Impl("torch", "control", "torch.nn.functional.layer_norm", "kernels.torch_ln:make_layer_norm"),
+        Impl(
+            "torch",
+            lazy("kernels.torch_ln:make_layer_norm"),
+            "control",
+            "torch.nn.functional.layer_norm (allocates its output: the caching allocator hands back the block just freed)",
+            allocates=True,
+        ),
+        # What users run instead, from optional extras: nsys-tools[inductor] (torch alone), nsys-tools[liger].
+        Impl(
+            "inductor",
+            lazy("kernels.inductor_ln:make"),
+            "control",
+            "torch.compile of F.layer_norm into y, per shape, dynamic=False: one kernel that writes y",
+        ),
+        Impl(
+            "liger",
+            lazy("kernels.liger_ln:make"),
+            "control",
+            "Liger-Kernel's Triton LayerNorm forward kernel with Liger's launch settings, writing y",
+            limit=max_width(65536),
+        ),
         Impl(
             "copy",
+            lazy("kernels.torch_ln:make_copy"),
             "control",
             "device-to-device copy of x into y: the bandwidth floor",
-            "kernels.torch_ln:make_copy",
-            moves=copy_bytes,
-            computes="copy",
+            reference=lambda b: {"y": b.x.double()},
+            bytes_moved=lambda shape: copy_bytes(*shape),
+            flops=lambda shape: 0,
         ),
     )
 }
 
 
 # An explicit register-held configuration, for trying launch plans in a sweep without editing
-# the dispatcher: held_t<threads per row>[_r<rows per block>][_c<cache policy 0-4>][_m<min blocks>]
-# [_o<at most this many resident blocks per SM, by reserving shared memory>].
+# the dispatcher: held_t<threads per row>[_r<rows per block>][_c<cache policy 0-5, plus 8 to load
+# gamma and beta with x>][_m<min blocks>][_o<at most this many resident blocks per SM, by
+# reserving shared memory>].
 HELD_NAME = re.compile(
-    r"^held_t(?P<tpr>32|64|128|256|512|1024)(?:_r(?P<rpb>[124]))?(?:_c(?P<cache>[0-4]))?(?:_m(?P<minb>\d+))?(?:_o(?P<cap>[1-8]))?$"
+    r"^held_t(?P<tpr>32|64|128|256|512|1024)(?:_r(?P<rpb>[124]))?(?:_c(?P<cache>1[0-3]|[0-58-9]))?(?:_m(?P<minb>\d+))?"
+    r"(?:_o(?P<cap>[1-8]))?$"
 )
 # The same for the shared-memory-staged kernel (aligned rows only): staged_t<threads>[_c<0-4>][_m<min blocks>].
 STAGED_NAME = re.compile(r"^staged_t(?P<tpr>32|64|128|256|512|1024)(?:_c(?P<cache>[0-4]))?(?:_m(?P<minb>\d+))?$")
@@ -168,14 +162,3 @@ def get(name: str) -> Impl:
         if pattern.match(name):
             return _ours(name, summary, HELD_MAX_N)
     raise UsageError(None, f"unknown implementation {name!r}", f"choose from {', '.join(IMPLS)}, or held_t<threads>...")
-
-
-def parse_impls(text: str) -> list[Impl]:
-    """``"ours,triton"`` -> the registry entries, in order."""
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    if not names:
-        raise UsageError(None, "no implementations given", f"choose from {', '.join(IMPLS)}")
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise UsageError(None, f"{', '.join(twice)} listed more than once", "name each implementation once")
-    return [get(n) for n in names]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from .registry import Problem
+from nsys_tools.plugin import Buffers
 
 
-def make_layer_norm(problem: Problem):
-    """``F.layer_norm`` into a fresh tensor each call (PyTorch's caching allocator hands back
-    the same block, so no device allocation happens after warm-up); the result is copied into
-    ``y`` only by ``check_output``-style callers, never in the timed call."""
+def make_layer_norm(problem: Buffers):
+    """``F.layer_norm`` into a fresh tensor each call: it allocates its output, so it cannot
+    honour the sweep's output policy. PyTorch's caching allocator hands back the block the last
+    call freed, so its writes land in lines the L2 may still hold (no device allocation happens
+    after warm-up). ``torch.ops.aten.native_layer_norm.out`` is no way around it: its out=
+    variant is generated from the functional one, which allocates and then copies into ``out``
+    (an extra copy kernel in every call)."""
     import torch.nn.functional as F
 
     x, w, b, eps = problem.x, problem.gamma, problem.beta, problem.eps
@@ -20,7 +23,7 @@ def make_layer_norm(problem: Problem):
     return launch
 
 
-def make_copy(problem: Problem):
+def make_copy(problem: Buffers):
     """``y.copy_(x)``: for contiguous rows a cudaMemcpyAsync device-to-device, the same bytes
     in and out as the LayerNorm's x and y: the bandwidth floor."""
     x, y = problem.x, problem.y

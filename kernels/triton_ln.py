@@ -13,7 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .registry import Problem, UnsupportedShape
+from nsys_tools.plugin import Buffers, UnsupportedShape
 
 MAX_FUSED_BYTES = 65536
 
@@ -57,7 +57,7 @@ def launch_params(n: int, element_bytes: int = 4) -> tuple[int, int]:
     return block, min(max(block // 256, 1), 8)
 
 
-def make(problem: Problem):
+def make(problem: Buffers):
     import torch
 
     m, n = problem.shape

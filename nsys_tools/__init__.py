@@ -5,7 +5,9 @@ GPU machines without Polars or Altair. The library lives in the modules:
 
 - ``export``, ``schema``, ``events``, ``attribute``: reading exports into frames;
 - ``report``, ``metrics``, ``tables``: kernel statistics per NVTX range;
+- ``plugin``, ``convention``: the op interface and the NVTX naming every capture follows;
 - ``sweep``, ``verdict``, ``ledger``, ``issue``, ``charts``: sweeps and issue comments;
+- ``compare``: any two captures, call for call;
 - ``census``: the codegen census; ``scrub``: removing the environment from exports;
 - ``cache``, ``bigexport``, ``bench``: large exports.
 """

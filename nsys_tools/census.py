@@ -1,12 +1,10 @@
 """The codegen census: what the compiler made of each kernel, without a GPU.
 
-Our CUDA C++ goes through NVRTC (``cuda.bindings``) to a cubin for the target, with the options
-and template instantiation the launcher uses; Triton's kernel goes through ``triton.compile``
-for the target, specialized the way Triton's launcher would specialize it for that shape
-(16-byte aligned pointers and integers divisible by 16 marked ``tt.divisibility=16``). Each
-cubin is read with ``cuobjdump`` (Triton's package ships one): resource usage, and counts of
-SASS instructions by kind. A capture of the same shape, where there is one, cross-checks the
-registers, shared memory and launch configuration the GPU actually ran with.
+Each implementation that can be compiled without a GPU brings a ``compile(shape, arch)`` hook
+(``nsys_tools.plugin.Impl.compile``) returning a cubin built as its launcher would build it for
+that shape. Each cubin is read with ``cuobjdump`` (Triton's package ships one): resource usage,
+and counts of SASS instructions by kind. A capture of the same shape, where there is one,
+cross-checks the registers, shared memory and launch configuration the GPU actually ran with.
 """
 
 from __future__ import annotations
@@ -16,62 +14,14 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from .errors import NsysToolsError, ToolMissing, UsageError
+from .plugin import Cubin, Impl, Op, arch_number
 
-
-@dataclass
-class Compiled:
-    impl: str
-    kernel: str  # the function's (mangled) name in the cubin
-    cubin: bytes
-    grid: int
-    block: int
-    dynamic_shared_bytes: int = 0  # requested at launch
-
-
-def _arch_number(arch: str) -> int:
-    m = re.fullmatch(r"sm_(\d+)a?", arch)
-    if not m:
-        raise UsageError(None, f"unknown architecture {arch!r}", "write it as sm_90, sm_89, sm_80, ...")
-    return int(m.group(1))
-
-
-def compile_ours(variant: str, m: int, n: int, arch: str) -> Compiled:
-    """NVRTC: ``kernels/layernorm.cu`` with the launcher's options and instantiation, to a cubin."""
-    from kernels.cuda import NVRTC_OPTIONS, SOURCE, launch_config, nvrtc_cubin
-
-    plan = launch_config(variant, m, n, vec=4 if n % 4 == 0 else 1, arch=_arch_number(arch))
-    lowered, cubin = nvrtc_cubin(SOURCE, plan.kernel, NVRTC_OPTIONS, arch)
-    return Compiled(variant, lowered, cubin, plan.grid, plan.block, plan.shared_bytes)
-
-
-def compile_triton(m: int, n: int, arch: str) -> Compiled:
-    """``triton.compile`` of the control for ``arch``, specialized as its launcher would be."""
-    try:
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-    except ImportError as exc:
-        raise ToolMissing(None, "Triton is not installed", "pip install 'nsys-tools[census]'") from exc
-    from kernels.triton_ln import launch_params, layer_norm_fwd
-
-    block, warps = launch_params(n)
-    pointers = ["X", "Y", "W", "B", "Mean", "Rstd"]
-    ints = {"stride_x": n, "stride_y": n, "N": n}  # contiguous rows, as the harness allocates them
-    signature = {**dict.fromkeys(pointers, "*fp32"), **dict.fromkeys(ints, "i32"), "eps": "fp32", "BLOCK": "constexpr"}
-    constexprs = {"BLOCK": block, **{k: 1 for k, v in ints.items() if v == 1}}
-    signature.update({k: "constexpr" for k, v in ints.items() if v == 1})
-    names = layer_norm_fwd.arg_names
-    aligned = pointers + [k for k, v in ints.items() if v % 16 == 0]
-    attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
-    src = ASTSource(fn=layer_norm_fwd, signature=signature, constexprs=constexprs, attrs=attrs)
-    kernel = triton.compile(src, target=GPUTarget("cuda", _arch_number(arch), 32), options={"num_warps": warps})
-    return Compiled("triton", kernel.metadata.name, kernel.asm["cubin"], m, warps * 32, kernel.metadata.shared)
+__all__ = ["ToolMissing", "census", "cross_check", "markdown"]
 
 
 def cuobjdump() -> str:
@@ -117,7 +67,7 @@ def resources(cubin: bytes, function: str, arch: str) -> dict[str, int]:
     body = _function_text(_dump(cubin, "-res-usage"), function, r"Function ([^:\s]+):")
     fields = {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", body.split("\n", 2)[1] if "\n" in body else body)}
     shared = fields["SHARED"]
-    if _arch_number(arch) >= 80 and shared >= SYSTEM_SHARED:
+    if arch_number(arch) >= 80 and shared >= SYSTEM_SHARED:
         shared -= SYSTEM_SHARED
     return {"registers": fields["REG"], "shared_bytes": shared, "local_bytes": fields["LOCAL"], "stack_bytes": fields["STACK"]}
 
@@ -169,63 +119,30 @@ def sass_counts(cubin: bytes, function: str) -> dict[str, object]:
     return out
 
 
-def compile_impl(impl: str, m: int, n: int, arch: str) -> Compiled:
-    from kernels.registry import get
-
-    entry = get(impl)
-    entry.check(m, n)
-    if impl == "triton":
-        return compile_triton(m, n, arch)
-    if entry.factory == "kernels.cuda:make":
-        return compile_ours(impl, m, n, arch)
-    raise UsageError(
-        None, f"the census compiles ours and triton; {impl} is a library kernel", "choose from ours, its variants, triton"
-    )
+def compile_impl(impl: Impl, shape: tuple[int, ...], arch: str) -> Cubin:
+    """``impl`` compiled for ``arch`` at ``shape``, through its census hook."""
+    impl.check(shape)
+    if impl.compile is None:
+        raise UsageError(
+            None, f"{impl.name} cannot be compiled without a GPU (a library kernel, or no census hook)", "census the others"
+        )
+    return impl.compile(shape, arch)
 
 
-def census(shape: str, impls: list[str], arch: str = "sm_90") -> pl.DataFrame:
+def census(op: Op, shape: str, impls: list[Impl], arch: str = "sm_90") -> pl.DataFrame:
     """One row per implementation: launch configuration, resources and instruction counts."""
-    from kernels.registry import format_shape, parse_shape
-
-    m, n = parse_shape(shape)
-    _arch_number(arch)
+    dims = op.parse_shape(shape)
+    arch_number(arch)
     rows = []
     for impl in impls:
-        c = compile_impl(impl, m, n, arch)
+        c = compile_impl(impl, dims, arch)
         rows.append(
             {
-                "impl": impl,
-                "kernel": c.kernel,
-                "shape": format_shape(m, n),
-                "arch": arch,
-                "grid": c.grid,
-                "block": c.block,
-                "dynamic_shared_bytes": c.dynamic_shared_bytes,
-                **resources(c.cubin, c.kernel, arch),
-                **sass_counts(c.cubin, c.kernel),
-            }
-        )
-    return pl.DataFrame(rows)
-
-
-def census_op(op, shape: str, impls: list[str], arch: str = "sm_90") -> pl.DataFrame:
-    """The census of a plugin op's implementations (``nsys_tools.plugin``), each compiled by its
-    ``Impl.compile`` hook; one row per implementation, as ``census``."""
-    dims = op.parse_shape(shape)
-    _arch_number(arch)
-    rows = []
-    for name in impls:
-        impl = op.impl(name)
-        if impl.compile is None:
-            raise UsageError(None, f"{op.name}: {name} has no compile hook (a library kernel?)", "choose implementations the census can compile")
-        c = impl.compile(dims, arch)
-        rows.append(
-            {
-                "impl": name,
+                "impl": impl.name,
                 "kernel": c.kernel,
                 "shape": op.format_shape(dims),
-                "arch": arch,
                 "dtype": op.dtype,
+                "arch": arch,
                 "grid": c.grid,
                 "block": c.block,
                 "dynamic_shared_bytes": c.dynamic_shared_bytes,
@@ -308,10 +225,9 @@ def markdown(table: pl.DataFrame) -> str:
     if any(r["hmma"] or r["hgmma"] for r in rows):
         at = [label for label, _ in props].index("SASS instructions")
         props.insert(at, ("Tensor-core instructions HMMA / HGMMA", lambda r: f"{r['hmma']} / {r['hgmma']}"))
-    shape, arch = table["shape"][0], table["arch"][0]
-    precision = table["dtype"][0] if "dtype" in table.columns else "fp32"
+    shape, dtype, arch = table["shape"][0], table["dtype"][0], table["arch"][0]
     head = "| Property | " + " | ".join(escape(r["impl"]) for r in rows) + " |"
-    lines = [f"Codegen census, {shape} {precision}, compiled for {arch}:", "", head, "|---|" + "---|" * len(rows)]
+    lines = [f"Codegen census, {shape} {dtype}, compiled for {arch}:", "", head, "|---|" + "---|" * len(rows)]
     for label, fn in props:
         lines.append(f"| {label} | " + " | ".join(escape(fn(r)) for r in rows) + " |")
     return "\n".join(lines) + "\n"

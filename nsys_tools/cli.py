@@ -113,6 +113,9 @@ def report(
         Optional[Path], typer.Option(help="Ledger for bands and history with --issue (default reports/ledger.sqlite).")
     ] = None,
     charts: Annotated[Optional[Path], typer.Option(help="Folder for the --issue charts (default: <sweep>/charts).")] = None,
+    control: Annotated[
+        Optional[str], typer.Option(help="With --issue: compare with this implementation instead of the sweep's control.")
+    ] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """Kernel time per NVTX range, or per implementation and shape for a sweep folder.
@@ -145,7 +148,7 @@ def report(
         ledger_path = ledger or (demo_ledger() if demo else DEFAULT_PATH)
         charts_dir = charts or (Path("charts") / sweep.id if demo else sweep.path / "charts")
         base = output.parent if output else Path.cwd()  # links work from where the markdown lands
-        comment = compose(sweep, ledger_path, charts_dir, link_base=_relative(charts_dir, base))
+        comment = compose(sweep, ledger_path, charts_dir, link_base=_relative(charts_dir, base), control=control)
         _write(comment.markdown, output)
         stderr.print(f"Charts in {charts_dir}", markup=False)
         return
@@ -209,17 +212,38 @@ def _sweep_progress(progress, tasks):
     return update
 
 
+PluginOption = Annotated[
+    Optional[list[str]], typer.Option("--plugin", help="Op plugin: a .py file or an importable module (repeatable).")
+]
+
+
+class Outputs(str, Enum):
+    rotate = "rotate"
+    reuse = "reuse"
+
+
 @capture_app.command("sweep")
 @friendly
 def capture_sweep(
-    op: Annotated[str, typer.Option(help="Operation to capture.")] = "layernorm",
-    shapes: Annotated[str, typer.Option(help="Comma-separated MxN shapes.")] = "4096x768,8192x768,1024x2048,4096x4096",
-    impls: Annotated[str, typer.Option(help="Comma-separated implementations from kernels/.")] = "ours,triton,torch,copy",
-    control: Annotated[str, typer.Option(help="The implementation the others are compared against.")] = "triton",
+    op: Annotated[Optional[str], typer.Option(help="Op to capture (default: the only one installed).")] = None,
+    plugin: PluginOption = None,
+    shapes: Annotated[
+        Optional[str], typer.Option(help="Comma-separated shapes, as the op writes them (default: the op's).")
+    ] = None,
+    impls: Annotated[
+        Optional[str],
+        typer.Option(help="Comma-separated implementations: names, or pkg.module:factory (default: the op's)."),
+    ] = None,
+    control: Annotated[
+        Optional[str], typer.Option(help="The implementation the others are compared against (default: the op's).")
+    ] = None,
     rounds: Annotated[int, typer.Option(help="Rounds; the order of implementations rotates each round.")] = 3,
     iters: Annotated[int, typer.Option(help="Calls per implementation per round.")] = 100,
     warmup: Annotated[int, typer.Option(help="Untraced warm-up calls per implementation.")] = 20,
     l2: Annotated[L2Mode, typer.Option(help="cold: rotate inputs past twice the L2; warm: reuse one buffer.")] = L2Mode.cold,
+    outputs: Annotated[
+        Outputs, typer.Option(help="reuse: one output buffer per shape for every implementation; rotate: cold outputs.")
+    ] = Outputs.reuse,
     out: Annotated[Optional[Path], typer.Option(help="Sweep folder (default reports/sweeps/<UTC time>).")] = None,
     nsys: Annotated[Optional[Path], typer.Option(help="nsys executable (default: $NSYS, then PATH).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Finish an interrupted sweep: skip completed shapes.")] = False,
@@ -235,36 +259,132 @@ def capture_sweep(
     Writes <shape>.sqlite (scrubbed), <shape>.harness.json (checks, event spans, clocks) and
     manifest.json into the sweep folder, then prints the folder's path on stdout.
     """
-    from datetime import datetime, timezone
-
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from capture.sweep import Sweep, SweepSpec
+    from capture.sweep import SweepRunner, SweepSpec
 
     spec = SweepSpec(
-        op=op,
-        shapes=shapes.split(","),
-        impls=[s.strip() for s in impls.split(",")],
-        control=control,
+        op=op or "",
+        plugins=list(plugin or []),
+        shapes=_items(shapes),
+        impls=_items(impls),
+        control=control or "",
         rounds=rounds,
         iters=iters,
         warmup=warmup,
         l2=l2.value,
+        outputs=outputs.value,
     )
-    out = out or Path("reports/sweeps") / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=stderr) as progress:
-        sweep = Sweep(spec, out, nsys=nsys, resume=resume, wait=not no_wait, keep_rep=keep_rep, argv=sys.argv, commit=commit)
-        tasks = {shape: progress.add_task(f"{shape:>11} queued", total=3) for shape in sweep.spec.shapes}
-        sweep.progress = _sweep_progress(progress, tasks)
-        manifest = sweep.run()
+    runner = SweepRunner(
+        spec, _out(out), nsys=nsys, resume=resume, wait=not no_wait, keep_rep=keep_rep, argv=sys.argv, commit=commit
+    )
+    manifest = _run_with_progress(runner, spec.shapes)
     failed = [s for s, e in manifest["shapes"].items() if e.get("status") != "ok"]
+    if failed and len(failed) == len(manifest["shapes"]):
+        from .errors import CaptureError
+
+        first = manifest["shapes"][failed[0]]
+        raise CaptureError(runner.out / "manifest.json", f"no shape was captured ({failed[0]}: {first.get('error')})")
     stderr.print(
-        f"Sweep written to {sweep.out} in {manifest['wall_s']:.1f} s"
+        f"Sweep written to {runner.out} in {manifest['wall_s']:.1f} s"
         + (f"; not complete: {', '.join(failed)}" if failed else ""),
         markup=False,
     )
-    _add_to_ledger(sweep.out, ledger)
-    emit(f"{sweep.out}\n")
+    _add_to_ledger(runner.out, ledger)
+    emit(f"{runner.out}\n")
+
+
+class Declared(str, Enum):
+    rotate = "rotate"
+    reuse = "reuse"
+    unknown = "unknown"
+
+
+@capture_app.command("run", context_settings={"allow_interspersed_args": False})
+@friendly
+def capture_run(
+    program: Annotated[list[str], typer.Argument(help="The program and its arguments, after --.", show_default=False)],
+    control: Annotated[
+        Optional[str], typer.Option(help="The implementation (second part of the range names) the others are compared with.")
+    ] = None,
+    outputs: Annotated[Declared, typer.Option(help="The program's output policy, as its author states it.")] = Declared.unknown,
+    plugin: Annotated[
+        Optional[list[str]], typer.Option("--plugin", help="Op plugin whose bytes and FLOPs the report should use (repeatable).")
+    ] = None,
+    name: Annotated[str, typer.Option(help="Name of the export in the folder: <name>.sqlite.")] = "capture",
+    out: Annotated[Optional[Path], typer.Option(help="Capture folder (default reports/sweeps/<UTC time>).")] = None,
+    nsys: Annotated[Optional[Path], typer.Option(help="nsys executable (default: $NSYS, then PATH).")] = None,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Fail instead of waiting when another capture holds the GPU.")
+    ] = False,
+    keep_rep: Annotated[
+        bool, typer.Option("--keep-rep", help="Keep the .nsys-rep file (it holds the unscrubbed environment).")
+    ] = False,
+    commit: Annotated[Optional[str], typer.Option(help="Commit to record when the tree is not a git checkout.")] = None,
+    ledger: LedgerOption = None,
+) -> None:
+    """Profile any program that follows the NVTX convention: nsys-tools capture run -- ./bench ARGS.
+
+    The program names each timed range <op>/<impl>/<shape>/<l2>/r<round>, rotates the order of
+    its implementations each round, keeps the buffers it times preallocated, and brackets the
+    timed rounds with cudaProfilerStart/Stop. Writes a folder that report and report --issue read.
+    """
+    from capture.run import ProgramRunner, RunSpec
+
+    spec = RunSpec(list(program), name=name, control=control or "", outputs=outputs.value, plugins=list(plugin or []))
+    runner = ProgramRunner(spec, _out(out), nsys=nsys, wait=not no_wait, keep_rep=keep_rep, argv=sys.argv, commit=commit)
+    manifest = _run_with_progress(runner, [name])
+    entry = manifest["captures"][name]
+    if entry.get("status") != "ok":
+        from .errors import CaptureError
+
+        raise CaptureError(runner.out, entry.get("error", "the capture failed"), "see manifest.json")
+    found = ", ".join(f"{k} ({v} rounds)" for k, v in entry.get("ranges", {}).items())
+    stderr.print(f"Captured to {runner.out} in {manifest['wall_s']:.1f} s: {found}", markup=False)
+    _add_to_ledger(runner.out, ledger)
+    emit(f"{runner.out}\n")
+
+
+@capture_app.command("list")
+@friendly
+def capture_list(plugin: PluginOption = None, fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.markdown) -> None:
+    """The ops installed and loaded from --plugin, with their implementations."""
+    import polars as pl
+
+    from .plugin import load
+    from .tables import render
+
+    registry = load(plugin or [])
+    rows = [
+        {
+            "op": op.name,
+            "impl": impl.name,
+            "family": impl.family,
+            "allocates": impl.allocates,
+            "control": impl.name == op.control,
+            "summary": impl.summary,
+        }
+        for op in registry.ops.values()
+        for impl in [*op.impls(), *registry.extra.get(op.name, {}).values()]
+    ]
+    emit(render(pl.DataFrame(rows), fmt))
+
+
+def _items(text: str | None) -> list[str]:
+    return [s.strip() for s in (text or "").split(",") if s.strip()]
+
+
+def _out(out: Path | None) -> Path:
+    from datetime import datetime, timezone
+
+    return out or Path("reports/sweeps") / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _run_with_progress(runner, units: list[str]) -> dict:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=stderr) as progress:
+        tasks = {unit: progress.add_task(f"{unit:>11} queued", total=3) for unit in units}
+        runner.progress = _sweep_progress(progress, tasks)
+        return runner.run()
 
 
 def _add_to_ledger(folder: Path, ledger: Path | None) -> None:
@@ -281,6 +401,60 @@ def _add_to_ledger(folder: Path, ledger: Path | None) -> None:
         return
     row = L.add(load(folder), ledger or L.DEFAULT_PATH)
     stderr.print(f"Added to the ledger {ledger or L.DEFAULT_PATH} ({'quiet' if row['quiet'] else 'under load'}).", markup=False)
+
+
+@app.command()
+@friendly
+def compare(
+    base: Annotated[Path, typer.Argument(help="The baseline: a sweep folder, an export, or a folder of exports.")],
+    new: Annotated[Path, typer.Argument(help="The capture to judge against it, of the same kind.")],
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.markdown,
+    fail_on_regression: Annotated[
+        Optional[float],
+        typer.Option("--fail-on-regression", help="Exit 3 when a row is slower by at least this many percent.", min=0),
+    ] = None,
+    session_noise: Annotated[
+        Optional[float],
+        typer.Option(help="Variance between sessions, as a standard deviation in percent (default: from the ledger).", min=0),
+    ] = None,
+    ledger: LedgerOption = None,
+    nsys: Annotated[Optional[Path], typer.Option(help="nsys executable, to export .nsys-rep files.")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """NEW against BASE, call for call: ratio of medians with a 95% interval, and a verdict.
+
+    Rows are (op, impl, shape, l2) where the ranges follow the NVTX convention, else (range,
+    kernel). The interval resamples rounds (or exports), then calls; the variance between two
+    sessions comes from the ledger's replicated quiet sessions unless --session-noise gives it.
+    Exit code 0, or 3 with --fail-on-regression when a row is slower by that much.
+    """
+    import math
+
+    from . import compare as C
+    from . import ledger as L
+    from .tables import render
+
+    a, b = C.open_capture(base, nsys), C.open_capture(new, nsys)
+    if session_noise is not None:
+        sd, source = session_noise / 100, "as given"
+    else:
+        path = ledger or L.DEFAULT_PATH
+        sd, dof = L.session_noise(path, b.meta.get("gpu", ""), exclude=[*a.ids, *b.ids])
+        source = f"pooled over {dof} degrees of freedom of replicated quiet sessions in {path}, upper 95% bound"
+    table = C.compare(a, b, session_sd=math.sqrt(2) * sd)
+    method = C.method(a, b, math.sqrt(2) * sd, source)
+    for line in C.differences(a, b):
+        stderr.print(f"Warning: the captures differ in {line}", markup=False)
+    _write(C.markdown(a, b, table, method) if fmt is Format.markdown else render(table, fmt), output)
+    if fail_on_regression is not None:
+        worse = C.regressions(table, fail_on_regression)
+        if worse.height:
+            keys = [c for c in worse.columns if c in a.keys]
+            rows = "; ".join(
+                f"{'/'.join(map(str, r[: len(keys)]))} {r[-1]:.3f}" for r in worse.select(*keys, "ratio").iter_rows()
+            )
+            stderr.print(f"Regression beyond {fail_on_regression:g}%: {rows}", markup=False)
+            raise typer.Exit(3)
 
 
 @app.command()
@@ -352,22 +526,24 @@ def ledger_list(
 @app.command()
 @friendly
 def history(
-    shape: Annotated[str, typer.Option(help="Shape, e.g. 4096x768.")],
-    impl: Annotated[str, typer.Option(help="Implementation to follow.")] = "ours",
-    vs: Annotated[str, typer.Option(help="Control it is compared with in each session.")] = "triton",
+    shape: Annotated[str, typer.Option(help="Shape, as the op writes it, e.g. 4096x768.")],
+    impl: Annotated[str, typer.Option(help="Implementation to follow.")],
+    vs: Annotated[
+        Optional[str], typer.Option(help="Control it is compared with in each session (default: the latest session's control).")
+    ] = None,
     l2: Annotated[L2Mode, typer.Option(help="L2 mode of the sessions.")] = L2Mode.cold,
     fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.markdown,
     ledger: LedgerOption = None,
 ) -> None:
     """The pair impl/vs per session, same session each time: "7.84/9.12, 7.84/9.09, ...", then a table."""
-    from kernels.registry import format_shape, parse_shape
-
     from . import ledger as L
     from .tables import render
 
-    shape = format_shape(*parse_shape(shape))
+    path = ledger or L.DEFAULT_PATH
+    shape = shape.strip().lower().replace("×", "x")
+    vs = vs or L.latest_control(path)
     frame = (
-        L.history(ledger or L.DEFAULT_PATH, shape, impl, vs, l2.value)
+        L.history(path, shape, impl, vs, l2.value)
         .drop_nulls(["impl_ns", "vs_ns"])
         .rename({"impl_ns": f"{impl}_ns", "vs_ns": f"{vs}_ns"})
     )
@@ -383,9 +559,14 @@ def history(
 @app.command()
 @friendly
 def census(
-    op: Annotated[str, typer.Option(help="Operation.")] = "layernorm",
-    shape: Annotated[str, typer.Option(help="Shape the kernels are compiled and launched for.")] = "4096x768",
-    impls: Annotated[str, typer.Option(help="Comma-separated: ours, its variants, triton.")] = "ours,triton",
+    op: Annotated[Optional[str], typer.Option(help="Op (default: the only one installed).")] = None,
+    plugin: PluginOption = None,
+    shape: Annotated[
+        Optional[str], typer.Option(help="Shape the kernels are compiled and launched for (default: the op's first).")
+    ] = None,
+    impls: Annotated[
+        Optional[str], typer.Option(help="Comma-separated implementations with a census hook (default: the op's that have one).")
+    ] = None,
     arch: Annotated[str, typer.Option(help="Target architecture.")] = "sm_90",
     capture: Annotated[
         Optional[Path], typer.Option(help="A sweep folder or export of this shape to cross-check against.")
@@ -393,23 +574,24 @@ def census(
     fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.markdown,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
-    """The codegen of our kernels against Triton's, compiled for a target with no GPU present.
+    """The codegen of each implementation, compiled for a target with no GPU present.
 
     Per kernel: launch grid x block, registers, static shared and local memory, global loads and
     stores by width, barriers, warp shuffles and special-function instructions, read from the
-    SASS with cuobjdump. With --capture, registers, shared memory and launch configuration are
-    checked against what the trace recorded.
+    SASS with cuobjdump. Implementations take part through their census hook (Impl.compile).
+    With --capture, registers, shared memory and launch configuration are checked against what
+    the trace recorded.
     """
-    from kernels.registry import format_shape, parse_shape
-
     from . import census as C
-    from .errors import UsageError
+    from .plugin import load
     from .tables import render
 
-    if op != "layernorm":
-        raise UsageError(None, f"unknown op {op!r}", "the census knows: layernorm")
-    shape = format_shape(*parse_shape(shape))
-    table = C.census(shape, [s.strip() for s in impls.split(",") if s.strip()], arch)
+    registry = load(plugin or [])
+    chosen = registry.op(op)
+    entries = registry.impls(chosen, impls)
+    if not impls:
+        entries = [i for i in entries if i.compile is not None]
+    table = C.census(chosen, shape or chosen.default_shapes[0], entries, arch)
     if capture is not None:
         table = C.cross_check(table, capture)
         for impl, fields in zip(table["impl"], table["disagrees"], strict=True):

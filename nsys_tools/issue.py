@@ -2,8 +2,11 @@
 
 It carries what the comparison needs and nothing that could be mistaken for something else:
 kernel time and event span in separate, named tables; ratios against the same-session control
-with bootstrap intervals; bandwidth against the same-session copy; the control's verdict in a
-sentence; the gap across sessions from the ledger; the rejected variants; links to the charts.
+with intervals that resample rounds, beside their spread across sessions of the same build;
+bandwidth against the same-session bandwidth floor (a copy); the control's verdict in a
+sentence; the output policy each implementation ran under; the gap across sessions from the
+ledger; the rejected variants; links to the charts. It names no op or implementation: the
+sweep's manifest and harness records (or the op's plugin) say which is which.
 """
 
 from __future__ import annotations
@@ -15,11 +18,18 @@ from pathlib import Path
 import polars as pl
 
 from . import charts, ledger, metrics, verdict
+from .errors import UsageError
 from .sweep import Sweep, summary
 from .tables import escape
 
 HISTORY_SESSIONS = 8
-OP_NAMES = {"layernorm": "LayerNorm"}
+ALLOCATES = "†"  # marks, in every table, an implementation that allocates its output inside the call
+DEFAULT_TOLERANCE = 1e-5  # sweeps from before the harness recorded each implementation's tolerance
+POLICIES = {
+    "rotate": "rotate (every implementation writes a cold buffer: one output per buffer set)",
+    "reuse": "reuse (every implementation writes the same buffer at a shape, as a caching allocator hands it back)",
+    "unknown": "not declared (capture run --outputs)",
+}
 
 
 @dataclass
@@ -37,12 +47,14 @@ def _spread(row: dict, prefix: str) -> str:
     return f"{_us(row[f'{prefix}_median_ns'])} ({_us(row[f'{prefix}_p10_ns'])}–{_us(row[f'{prefix}_p90_ns'])})"
 
 
-def _grid(df: pl.DataFrame, cell: Callable[[dict], str], impls: list[str]) -> str:
-    """A markdown table with one row per shape and one column per implementation."""
+def _grid(df: pl.DataFrame, cell: Callable[[dict], str], impls: list[str], allocating: set[str] = frozenset()) -> str:
+    """A markdown table with one row per shape and one column per implementation; the columns
+    of implementations in ``allocating`` carry the mark ``ALLOCATES``."""
     shapes = list(dict.fromkeys(df["shape"]))
     cols = [i for i in impls if i in set(df["impl"])]
     cells = {(r["shape"], r["impl"]): cell(r) for r in df.iter_rows(named=True)}
-    lines = ["| shape | " + " | ".join(escape(c) for c in cols) + " |", "|---|" + "---:|" * len(cols)]
+    heads = [escape(c) + (f" {ALLOCATES}" if c in allocating else "") for c in cols]
+    lines = ["| shape | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(cols)]
     lines += ["| " + " | ".join([s] + [escape(cells.get((s, c), "–")) for c in cols]) + " |" for s in shapes]
     return "\n".join(lines) + "\n"
 
@@ -53,7 +65,7 @@ def _rows(df: pl.DataFrame, headers: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _header(sweep: Sweep) -> str:
+def _header(sweep: Sweep, summ: pl.DataFrame) -> str:
     m = sweep.manifest
     spec = m.get("spec", {})
     first = sweep.setup
@@ -62,25 +74,37 @@ def _header(sweep: Sweep) -> str:
     nsys = m.get("nsys", {}).get("version", "unknown").replace("NVIDIA Nsight Systems version ", "")
     commit = (m.get("git", {}).get("commit") or "unknown")[:10]
     when = (m.get("created_utc") or "")[:16].replace("T", " ")
-    if spec.get("l2", "cold") == "cold":
-        mib = first.get("gpu", {}).get("l2_bytes", 0) / 2**20
+    modes = sorted(set(summ["l2"].drop_nulls())) or [spec.get("l2", "cold")]
+    if sweep.kind == "run":
+        l2 = " and ".join(modes) + " (as the program's ranges say)"
+    elif spec.get("l2", "cold") == "cold":
+        mib = (first.get("gpu") or {}).get("l2_bytes", 0) / 2**20
         counts = sorted({h.get("buffer_sets") for h in sweep.harness.values()} - {None})
         sets = f"{counts[0]}–{counts[-1]}" if len(counts) > 1 else str(counts[0]) if counts else "several"
         l2 = f"cold (inputs rotated over {sets} buffer sets per shape, more than twice the {mib:.0f} MiB L2 in all)"
     else:
         l2 = "warm (one buffer set reused)"
-    stack = ", ".join(f"{k} {v}" for k, v in first.get("versions", {}).items())
+    stack = ", ".join(f"{k} {v}" for k, v in (first.get("versions") or {}).items())
+    outputs = POLICIES.get(sweep.outputs, sweep.outputs)
+    allocating = sorted(set(summ.filter(pl.col("outputs") == "allocates")["impl"]))
+    if allocating:
+        verb = "allocates its" if len(allocating) == 1 else "allocate their"
+        outputs += f", except {', '.join(allocating)} {ALLOCATES}, which {verb} output inside the call"
+    if sweep.kind == "run":
+        rounds = summ.select("op", "impl", "shape").height and sweep.calls["round"].n_unique()
+        how = f"captured with `nsys-tools capture run` from `{' '.join(spec.get('program', []))[:120]}`, {rounds} rounds"
+    else:
+        how = f"{spec.get('rounds')} rounds × {spec.get('iters')} iterations per implementation, order rotated each round"
     return (
         f"GPU: {gpu}, driver {driver} · Nsight Systems {nsys} · commit `{commit}` · {when} UTC · L2: {l2} · "
-        f"{spec.get('rounds')} rounds × {spec.get('iters')} iterations per implementation, order rotated each round · "
-        f"sweep `{sweep.id}`" + (f" · {stack}" if stack else "")
+        f"Outputs: {outputs} · {how} · sweep `{sweep.id}`" + (f" · {stack}" if stack else "")
     )
 
 
 def _verdict(sweep: Sweep, session: verdict.Session, summ: pl.DataFrame, bands: pl.DataFrame, across: pl.DataFrame) -> str:
     control = sweep.control
     rows = summ.filter(pl.col("impl") == control).join(bands, on="shape", how="left").to_dicts()
-    name = control.capitalize() if control in ("triton", "torch") else control
+    name = f"{control}'s kernel"
     places = [verdict.band_position(r["kernel_median_ns"], r["band_lo_ns"], r["band_hi_ns"]) for r in rows]
     parts = []
     for r, where in zip(rows, places, strict=True):
@@ -90,7 +114,7 @@ def _verdict(sweep: Sweep, session: verdict.Session, summ: pl.DataFrame, bands: 
             if where == "unknown"
             else f"{at}, {where} its band {_us(r['band_lo_ns'])}–{_us(r['band_hi_ns'])} µs ({r['sessions']} quiet sessions)"
         )
-    text = f"{name}'s kernel came back at " + "; ".join(parts) + "."
+    text = f"{name} came back at " + "; ".join(parts) + "." + _policy_warning(summ)
     outside = any(p in ("above", "below") for p in places)
     if session.quiet and not outside:
         return (
@@ -112,75 +136,130 @@ def _verdict(sweep: Sweep, session: verdict.Session, summ: pl.DataFrame, bands: 
     return text + " The control came back outside its band, so this capture likely ran under load." + quote
 
 
+def _policy_warning(summ: pl.DataFrame) -> str:
+    """A sentence when the implementations did not all run under one output policy."""
+    policies = summ.select("impl", "outputs").unique().drop_nulls()
+    if policies["outputs"].n_unique() < 2:
+        return ""
+    groups = policies.group_by("outputs", maintain_order=True).agg(pl.col("impl").sort())
+    said = "; ".join(
+        f"{', '.join(impls)}: {'allocate their output inside the call' if p == 'allocates' else p + ' outputs'}"
+        for p, impls in groups.iter_rows()
+    )
+    return (
+        f" Warning: the implementations did not all run under one output policy ({said}). Where their writes land in the "
+        "L2 differs, so their ratios mix that difference with the kernels'."
+    )
+
+
 def _checks(sweep: Sweep) -> str:
+    if sweep.kind == "run":
+        return "**Correctness.** Not checked by nsys-tools: the program's own checks, if any, are not recorded.\n"
+    tolerance = {
+        impl: info.get("tolerance", DEFAULT_TOLERANCE)
+        for h in sweep.harness.values()
+        for impl, info in (h.get("implementations") or {}).items()
+    }
     checks = [(k, v) for h in sweep.harness.values() for k, v in h.get("checks", {}).items()]
-    bad = sorted({k for k, v in checks if not v < 1e-5})
+    bad = sorted({k for k, v in checks if not v < tolerance.get(k, DEFAULT_TOLERANCE)})
+    limits = sorted(set(tolerance.values()) or {DEFAULT_TOLERANCE})
+    limit = " / ".join(f"{t:g}" for t in limits)
     text = (
-        f"**Correctness.** Every implementation matched a float64 reference on random inputs (largest relative error "
-        f"{max((v for _, v in checks), default=0.0):.1e}).\n"
+        f"**Correctness.** Every implementation matched a float64 reference on random inputs within {limit} (largest "
+        f"relative error {max((v for _, v in checks), default=0.0):.1e}).\n"
         if not bad
-        else f"**Correctness.** Relative error above 1e-5 for {', '.join(bad)}: their times are not comparable.\n"
+        else f"**Correctness.** Relative error above the tolerance ({limit}) for {', '.join(bad)}: their times are not "
+        "comparable.\n"
     )
     errors = [f"{k} at {s}: {v}" for s, h in sweep.harness.items() for k, v in h.get("errors", {}).items()]
     return text + ("\n**Did not run:** " + escape("; ".join(errors)) + "\n" if errors else "")
 
 
-def compose(sweep: Sweep, ledger_path: Path | None, charts_dir: Path | None, link_base: str = "charts") -> Comment:
-    """The issue comment for ``sweep``; charts are written to ``charts_dir`` when given."""
+def compose(
+    sweep: Sweep, ledger_path: Path | None, charts_dir: Path | None, link_base: str = "charts", control: str | None = None
+) -> Comment:
+    """The issue comment for ``sweep``; charts are written to ``charts_dir`` when given.
+    ``control`` overrides the one the sweep names (a program's capture may name none)."""
     summ = summary(sweep)
-    control = sweep.control
+    control = control or sweep.control
+    if not control:
+        raise UsageError(sweep.path, "names no control to compare with", "pass --control NAME (one of its implementations)")
+    order = sweep.spec.get("impls") or list(dict.fromkeys(summ["impl"]))
+    impls = [i for i in order if i in set(summ["impl"])]
+    if control not in impls:
+        raise UsageError(sweep.path, f"has no implementation {control!r} to compare with", f"choose from {', '.join(impls)}")
     shapes = list(dict.fromkeys(summ["shape"]))
-    impls = [i for i in sweep.manifest.get("spec", {}).get("impls", []) if i in set(summ["impl"])]
+    allocating = set(summ.filter(pl.col("outputs") == "allocates")["impl"])
     session = verdict.judge(sweep)
     gpu = sweep.gpu
-    l2 = sweep.manifest.get("spec", {}).get("l2", "cold")
+    l2 = sweep.spec.get("l2") or summ["l2"][0]
+    policy = summ.filter(pl.col("impl") == control)["outputs"][0]
     has_ledger = ledger_path is not None and ledger_path.exists()
-    bands = ledger.bands(ledger_path, gpu, control, l2, exclude=sweep.id) if has_ledger else ledger.no_bands()
-    across = ledger.quiet_range(ledger_path, gpu, control, l2, exclude=sweep.id) if has_ledger else ledger.no_bands()
+    bands = ledger.bands(ledger_path, gpu, control, l2, sweep.id, policy) if has_ledger else ledger.no_bands()
+    across = ledger.quiet_range(ledger_path, gpu, control, l2, sweep.id, policy) if has_ledger else ledger.no_bands()
     across = across.filter(pl.col("shape").is_in(shapes)).sort(pl.col("shape").replace_strict(shapes, list(range(len(shapes)))))
     ratios = metrics.ratios(sweep.calls, control)
-    op = sweep.manifest.get("spec", {}).get("op", "op")
+    commit = sweep.manifest.get("git", {}).get("commit")
+    spread = ledger.ratio_spread(ledger_path, gpu, commit, control, l2, policy) if has_ledger else pl.DataFrame()
+    spread = {(r["shape"], r["impl"]): r for r in spread.filter(pl.col("sessions") >= 2).iter_rows(named=True)}
+    families = dict(summ.select("impl", "family").drop_nulls().unique("impl").iter_rows())
+    floor = sweep.floor if sweep.floor in impls else None
+    title = sweep.title or ", ".join(dict.fromkeys(summ["op"]))
+
+    def ratio_cell(r: dict) -> str:
+        text = f"{r['ratio']:.3f} ({r['ci_lo']:.3f}–{r['ci_hi']:.3f})" + ("" if r["distinguishable"] else ", not distinguishable")
+        other = spread.get((r["shape"], r["impl"]))
+        return text + (f"; {other['lo']:.3f}–{other['hi']:.3f} over {other['sessions']} sessions" if other else "")
 
     out = [
-        f"### {OP_NAMES.get(op, op)}: {', '.join(impls)} (control: {control})\n",
-        _header(sweep) + "\n",
+        f"### {title}: {', '.join(impls)} (control: {control})\n",
+        _header(sweep, summ) + "\n",
         "**Control verdict.** " + _verdict(sweep, session, summ, bands, across) + "\n",
         _checks(sweep),
     ]
     out += [
         "#### Kernel time, µs: median (p10–p90), from the Nsight Systems trace\n",
-        _grid(summ, lambda r: _spread(r, "kernel"), impls),
+        _grid(summ, lambda r: _spread(r, "kernel"), impls, allocating),
     ]
-    method = sweep.setup.get("span_method", "CUDA events around each call")
-    out += [
-        "\n#### Event span, µs: median (p10–p90), from CUDA events with tracing off\n",
-        f"How measured: {method}. The span includes launch overhead the GPU waited for: it is what a caller sees, "
-        "not the kernel's own time.\n\n",
-        _grid(summ, lambda r: _spread(r, "span"), impls),
-    ]
-    out += [
-        f"\n#### Kernel time relative to {control}, same session: ratio of medians (95% bootstrap interval)\n",
-        _grid(
-            ratios,
-            lambda r: (
-                f"{r['ratio']:.3f} ({r['ci_lo']:.3f}–{r['ci_hi']:.3f})"
-                + ("" if r["distinguishable"] else ", not distinguishable")
-            ),
-            [i for i in impls if i != control],
-        ),
-    ]
-    if "copy" in impls:
-        copy = dict(summ.filter(pl.col("impl") == "copy").select("shape", "kernel_median_ns").iter_rows())
+    if sweep.has_spans:
+        method = sweep.setup.get("span_method", "CUDA events around each call")
         out += [
-            "\n#### Bandwidth: bytes that must move over the median kernel time, and the same-session copy's time "
-            "as a share of it\n",
+            "\n#### Event span, µs: median (p10–p90), from CUDA events with tracing off\n",
+            f"How measured: {method}. The span includes launch overhead the GPU waited for: it is what a caller sees, "
+            "not the kernel's own time.\n\n",
+            _grid(summ, lambda r: _spread(r, "span"), impls, allocating),
+        ]
+    else:
+        out.append("\n#### Event span: absent\n\nThe program measured no event span that nsys-tools records; kernel time only.\n")
+    out += [
+        f"\n#### Kernel time relative to {control}, same session: ratio of medians (95% interval)\n",
+        "The interval resamples rounds, then calls within each round (both implementations' rounds drawn together), "
+        "so it carries the variance between rounds of this session. Beside it, where the ledger holds other quiet "
+        "sessions of this build: the range of the same ratio across them.\n\n",
+        _grid(ratios, ratio_cell, [i for i in impls if i != control], allocating),
+    ]
+    if floor:
+        base = dict(summ.filter(pl.col("impl") == floor).select("shape", "kernel_median_ns").iter_rows())
+        out += [
+            "\n#### Bandwidth: bytes that must move over the median kernel time, and the same-session "
+            f"{floor}'s time as a share of it\n",
             _grid(
-                summ, lambda r: f"{r['gbps']:,.0f} GB/s ({100 * copy[r['shape']] / r['kernel_median_ns']:.1f}% of copy)", impls
+                summ.filter(pl.col("gbps").is_not_null()),
+                lambda r: f"{r['gbps']:,.0f} GB/s ({100 * base[r['shape']] / r['kernel_median_ns']:.1f}% of {floor})",
+                impls,
+                allocating,
             ),
+        ]
+    elif (summ["tflops"].fill_null(0) > 0).any():
+        out += [
+            "\n#### Throughput: floating-point operations over the median kernel time, TFLOP/s\n",
+            _grid(summ.filter(pl.col("tflops") > 0), lambda r: f"{r['tflops']:,.1f}", impls, allocating),
         ]
 
     chart_files: list[Path] = []
-    ours = next((i for i in impls if i not in (control, "torch", "copy")), None)
+    ours = next((i for i in impls if families.get(i) == "ours"), None) or next(
+        (i for i in impls if i not in (control, floor) and families.get(i) != "control"), None
+    )
     if has_ledger and ours:
         lines = []
         for shape in shapes:

@@ -8,12 +8,16 @@ Tables:
 
 Control bands come from the quiet sessions: for each (GPU, control, shape, L2), the min-max of
 the control's per-session kernel median, widened by ``BAND_MARGIN`` on each side (two quiet
-sessions of the same build differ by under 1%). A band needs ``BAND_MIN_SESSIONS`` sessions.
+sessions of the same build differ by under 1%), under the same output policy (a control that
+writes a reused buffer is faster than one that writes cold ones). A band needs
+``BAND_MIN_SESSIONS`` sessions. Rows added before the policy was recorded count as ``rotate``
+(``ledger add`` again records what each implementation had).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -52,6 +56,8 @@ def session_row(sweep: Sweep, verdict: Session) -> dict:
         "rounds": spec.get("rounds"),
         "iters": spec.get("iters"),
         "control": spec.get("control"),
+        "outputs": sweep.outputs,
+        "kind": sweep.kind,
         "quiet": verdict.quiet,
         "reasons": json.dumps(verdict.reasons),
         "added_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -66,10 +72,10 @@ def add(sweep: Sweep, path: Path = DEFAULT_PATH, stats: pl.DataFrame | None = No
     records = stats.select(*KEYS, *STAT_COLUMNS).with_columns(session_id=pl.lit(sweep.id)).to_dicts()
     db = _db(path, create=True)
     with db.conn:
-        db["sessions"].upsert(row, pk="id")
+        db["sessions"].upsert(row, pk="id", alter=True)
         if db["stats"].exists():
             db["stats"].delete_where("session_id = ?", [sweep.id])
-        db["stats"].insert_all(records, pk=("session_id", *KEYS), replace=True)
+        db["stats"].insert_all(records, pk=("session_id", *KEYS), replace=True, alter=True)
     return row
 
 
@@ -85,7 +91,10 @@ def stats(path: Path = DEFAULT_PATH) -> pl.DataFrame:
         "SELECT s.*, x.created_utc, x.gpu, x.git_commit, x.quiet FROM stats AS s JOIN sessions AS x ON x.id = s.session_id"
     )
     cols = [d[0] for d in rows.description]
-    return pl.DataFrame(rows.fetchall(), schema=cols, orient="row", infer_schema_length=None)
+    df = pl.DataFrame(rows.fetchall(), schema=cols, orient="row", infer_schema_length=None)
+    if "outputs" not in df.columns:
+        df = df.with_columns(outputs=pl.lit(None, pl.String))
+    return df.with_columns(outputs=pl.col("outputs").fill_null("rotate"))
 
 
 def no_bands() -> pl.DataFrame:
@@ -101,8 +110,9 @@ def no_bands() -> pl.DataFrame:
     )
 
 
-def quiet_range(path: Path, gpu: str, impl: str, l2: str, exclude: str | None = None) -> pl.DataFrame:
-    """Per shape: ``impl``'s kernel median over quiet sessions: ``lo``, ``hi`` and ``sessions``."""
+def quiet_range(path: Path, gpu: str, impl: str, l2: str, exclude: str | None = None, outputs: str | None = None) -> pl.DataFrame:
+    """Per shape: ``impl``'s kernel median over quiet sessions (where it ran under the output
+    policy ``outputs``, when given): ``lo``, ``hi`` and ``sessions``."""
     if not Path(path).exists():
         return no_bands()
     df = stats(path).filter(
@@ -111,17 +121,77 @@ def quiet_range(path: Path, gpu: str, impl: str, l2: str, exclude: str | None = 
         & (pl.col("l2") == l2)
         & (pl.col("quiet") == 1)
         & (pl.col("session_id") != (exclude or ""))
+        & ((pl.col("outputs") == outputs) if outputs else pl.lit(True))
     )
     return df.group_by("shape").agg(lo=pl.col("kernel_median_ns").min(), hi=pl.col("kernel_median_ns").max(), sessions=pl.len())
 
 
-def bands(path: Path, gpu: str, control: str, l2: str, exclude: str | None = None) -> pl.DataFrame:
+def session_noise(path: Path, gpu: str, exclude: Sequence[str] = (), level: float = 0.95) -> tuple[float, int]:
+    """How much one kernel's median moves between quiet sessions of the same build: the pooled
+    standard deviation of log kernel medians within groups of the same (commit, impl, shape,
+    L2, output policy) on ``gpu``, taken at the upper end of its ``level`` confidence interval
+    (a CI gate should not fail on noise). Returns (sd, degrees of freedom); (0.0, 0) when the
+    ledger holds no replicated session."""
+    import math
+
+    if not Path(path).exists():
+        return 0.0, 0
+    df = stats(path).filter((pl.col("gpu") == gpu) & (pl.col("quiet") == 1) & ~pl.col("session_id").is_in(list(exclude)))
+    groups = [c for c in ("git_commit", "impl", "shape", "l2", "outputs") if c in df.columns]
+    pooled = (
+        df.drop_nulls(["git_commit", "kernel_median_ns"])
+        .with_columns(log=pl.col("kernel_median_ns").log())
+        .group_by(groups)
+        .agg(n=pl.len(), ss=((pl.col("log") - pl.col("log").mean()) ** 2).sum())
+        .filter(pl.col("n") >= 2)
+        .select(ss=pl.col("ss").sum(), dof=(pl.col("n") - 1).sum())
+    )
+    dof = int(pooled["dof"][0] or 0) if pooled.height else 0
+    if dof == 0:
+        return 0.0, 0
+    # The chi-square quantile by Wilson and Hilferty's cube-root approximation.
+    z = _normal_quantile(1 - level)
+    chi2 = dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3
+    return math.sqrt(float(pooled["ss"][0]) / chi2), dof
+
+
+def _normal_quantile(p: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(p)
+
+
+def bands(path: Path, gpu: str, control: str, l2: str, exclude: str | None = None, outputs: str | None = None) -> pl.DataFrame:
     """Per shape: the control's band (``band_lo_ns``, ``band_hi_ns``) from quiet sessions."""
     return (
-        quiet_range(path, gpu, control, l2, exclude)
+        quiet_range(path, gpu, control, l2, exclude, outputs)
         .filter(pl.col("sessions") >= BAND_MIN_SESSIONS)
         .with_columns(band_lo_ns=pl.col("lo") * (1 - BAND_MARGIN), band_hi_ns=pl.col("hi") * (1 + BAND_MARGIN))
         .select("shape", "band_lo_ns", "band_hi_ns", "sessions")
+    )
+
+
+def ratio_spread(path: Path, gpu: str, commit: str | None, control: str, l2: str, outputs: str | None = None) -> pl.DataFrame:
+    """Per (shape, impl): the ratio of its kernel median to ``control``'s, same session each
+    time, over the quiet sessions of one build (``commit``) on ``gpu``: ``lo``, ``hi`` and
+    ``sessions``. ``outputs`` keeps the sessions where the control ran under that policy."""
+    schema = {"shape": pl.String, "impl": pl.String, "lo": pl.Float64, "hi": pl.Float64, "sessions": pl.UInt32}
+    if not commit or not Path(path).exists():
+        return pl.DataFrame(schema=schema)
+    df = stats(path).filter(
+        (pl.col("gpu") == gpu) & (pl.col("git_commit") == commit) & (pl.col("l2") == l2) & (pl.col("quiet") == 1)
+    )
+    ref = df.filter(pl.col("impl") == control)
+    if outputs:
+        ref = ref.filter(pl.col("outputs") == outputs)
+    ref = ref.select("session_id", "shape", ref_ns="kernel_median_ns")
+    return (
+        df.filter(pl.col("impl") != control)
+        .join(ref, on=["session_id", "shape"])
+        .with_columns(ratio=pl.col("kernel_median_ns") / pl.col("ref_ns"))
+        .group_by("shape", "impl")
+        .agg(lo=pl.col("ratio").min(), hi=pl.col("ratio").max(), sessions=pl.len())
+        .select(*schema)
     )
 
 
@@ -147,6 +217,14 @@ def rejected(path: Path = DEFAULT_PATH) -> pl.DataFrame:
     if not db["rejected"].exists():
         return pl.DataFrame(schema=schema)
     return pl.DataFrame(list(db["rejected"].rows_where(order_by="added_utc")), infer_schema_length=None).select(*schema)
+
+
+def latest_control(path: Path = DEFAULT_PATH) -> str:
+    """The control the most recent session compared with."""
+    df = sessions(path).drop_nulls("control")
+    if df.is_empty():
+        raise BadExport(path, "no session names a control", "pass --vs NAME")
+    return df["control"][-1]
 
 
 def history(path: Path, shape: str, impl: str, vs: str, l2: str = "cold") -> pl.DataFrame:

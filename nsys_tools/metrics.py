@@ -7,8 +7,12 @@ integer nanoseconds in, float nanoseconds out for the interpolated statistics.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import polars as pl
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def distribution(col: str) -> dict[str, pl.Expr]:
@@ -49,34 +53,99 @@ def summarize(ops: pl.LazyFrame, by: Sequence[str], col: str = "duration_ns") ->
     )
 
 
+# Bootstrap replicates are drawn in chunks of at most this many resampled values, to bound memory
+# on groups of many calls.
+CHUNK_VALUES = 20_000_000
+
+
+def _clusters(values: pl.Series, clusters: pl.Series | None) -> dict[object, np.ndarray]:
+    """``{cluster label: sorted values}``; a single cluster when ``clusters`` is None. Sorted
+    first: the samples' order depends on joins, the interval must not."""
+    import numpy as np
+
+    v = values.to_numpy().astype(float)
+    if clusters is None:
+        return {0: np.sort(v)}
+    c = clusters.to_numpy()
+    return {label: np.sort(v[c == label]) for label in sorted(set(c.tolist()))}
+
+
+def _medians(groups: list, picks: np.ndarray, rng) -> np.ndarray:
+    """Medians of hierarchical bootstrap samples: replicate b takes the clusters ``picks[b]``
+    (drawn with replacement) and, within each, as many values as it holds, with replacement."""
+    import numpy as np
+
+    sizes = np.array([g.size for g in groups])
+    width = int(sizes.max())
+    padded = np.full((len(groups), width), np.nan)
+    for k, g in enumerate(groups):
+        padded[k, : g.size] = g
+    out = np.empty(picks.shape[0])
+    step = max(1, CHUNK_VALUES // (picks.shape[1] * width))
+    for lo in range(0, picks.shape[0], step):
+        p = picks[lo : lo + step]
+        n = sizes[p][..., None]
+        idx = np.floor(rng.random((*p.shape, width)) * n).astype(np.int64)
+        sample = np.where(np.arange(width) < n, padded[p[..., None], idx], np.nan)
+        out[lo : lo + step] = np.nanmedian(sample.reshape(p.shape[0], -1), axis=1)
+    return out
+
+
 def ratio_ci(
-    num: pl.Series, den: pl.Series, *, resamples: int = 2000, level: float = 0.95, seed: int = 0
+    num: pl.Series,
+    den: pl.Series,
+    num_clusters: pl.Series | None = None,
+    den_clusters: pl.Series | None = None,
+    *,
+    session_sd: float = 0.0,
+    resamples: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
 ) -> tuple[float, float, float]:
-    """Ratio of medians ``median(num) / median(den)`` with a percentile bootstrap interval:
-    both samples are resampled with replacement ``resamples`` times, independently."""
+    """Ratio of medians ``median(num) / median(den)`` with a percentile interval from a
+    hierarchical bootstrap: clusters (rounds, files) are resampled with replacement, then calls
+    within each chosen cluster, so the interval carries the variance between rounds and not
+    only between calls (after Davison and Hinkley's two-stage bootstrap). When both sides hold
+    the same cluster labels (rounds of one session, where both ran side by side) the same
+    clusters are drawn for both: the pairing cancels what the rounds share. ``session_sd`` (a
+    standard deviation of the log ratio) adds the variance between sessions that one capture
+    per side cannot show: pass it when the two sides come from different sessions."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    # Sorted first: the samples' order depends on joins, the interval must not.
-    a, b = np.sort(num.to_numpy().astype(float)), np.sort(den.to_numpy().astype(float))
-    ra = np.median(a[rng.integers(0, a.size, (resamples, a.size))], axis=1)
-    rb = np.median(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
-    lo, hi = np.quantile(ra / rb, [(1 - level) / 2, (1 + level) / 2])
-    return float(np.median(a) / np.median(b)), float(lo), float(hi)
+    a, b = _clusters(num, num_clusters), _clusters(den, den_clusters)
+    point = float(np.median(np.concatenate(list(a.values()))) / np.median(np.concatenate(list(b.values()))))
+    if list(a) == list(b) and len(a) > 1:
+        picks = rng.integers(0, len(a), (resamples, len(a)))
+        pa = pb = picks
+    else:
+        pa, pb = rng.integers(0, len(a), (resamples, len(a))), rng.integers(0, len(b), (resamples, len(b)))
+    ratios = np.log(_medians(list(a.values()), pa, rng)) - np.log(_medians(list(b.values()), pb, rng))
+    if session_sd > 0:
+        ratios = ratios + rng.normal(0.0, session_sd, resamples)
+    lo, hi = np.exp(np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2]))
+    return point, float(lo), float(hi)
+
+
+def verdict(lo: float, hi: float) -> str:
+    """``faster`` when the whole interval of a time ratio lies below 1, ``slower`` above it,
+    else ``not distinguishable``."""
+    return "faster" if hi < 1 else "slower" if lo > 1 else "not distinguishable"
 
 
 def ratios(calls: pl.DataFrame, control: str, value: str = "duration_ns", **kw) -> pl.DataFrame:
-    """Each implementation against ``control`` at each shape: ratio of medians and its interval.
-    ``distinguishable`` is False when the interval contains 1."""
+    """Each implementation against ``control`` at each shape, same session: ratio of medians
+    and its interval, rounds resampled together for both (``ratio_ci``). ``distinguishable``
+    is False when the interval contains 1."""
     rows = []
     for (shape,), group in calls.group_by("shape", maintain_order=True):
-        ref = group.filter(pl.col("impl") == control)[value]
+        ref = group.filter(pl.col("impl") == control)
         if ref.is_empty():
             continue
         for (impl,), g in group.group_by("impl", maintain_order=True):
             if impl == control:
                 continue
-            r, lo, hi = ratio_ci(g[value], ref, **kw)
+            r, lo, hi = ratio_ci(g[value], ref[value], g["round"], ref["round"], **kw)
             rows.append({"shape": shape, "impl": impl, "ratio": r, "ci_lo": lo, "ci_hi": hi})
     df = pl.DataFrame(
         rows, schema={"shape": pl.String, "impl": pl.String, "ratio": pl.Float64, "ci_lo": pl.Float64, "ci_hi": pl.Float64}

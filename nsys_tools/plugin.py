@@ -197,7 +197,9 @@ class Impl:
 
     def __post_init__(self) -> None:
         if not NAME_TEXT.match(self.name):
-            raise PluginError(None, f"implementation name {self.name!r} is not usable in an NVTX range", "use letters, digits, _ . + -")
+            raise PluginError(
+                None, f"implementation name {self.name!r} is not usable in an NVTX range", "use letters, digits, _ . + -"
+            )
         if self.family not in ("ours", "control"):
             raise PluginError(None, f"{self.name}: family must be 'ours' or 'control', not {self.family!r}")
         if not callable(self.factory):
@@ -256,7 +258,9 @@ class Op:
         """``"4096x768"`` -> ``(4096, 768)``; anything else raises ``UsageError``."""
         parts = str(text).strip().lower().replace("×", "x").split("x")
         if len(parts) != self.shape_rank or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
-            raise UsageError(None, f"unknown {self.name} shape {text!r}", f"write shapes as {self.shape_hint} with positive integers")
+            raise UsageError(
+                None, f"unknown {self.name} shape {text!r}", f"write shapes as {self.shape_hint} with positive integers"
+            )
         return tuple(int(p) for p in parts)
 
     def format_shape(self, shape: Shape) -> str:
@@ -327,7 +331,9 @@ class Op:
         for impl in self.impls():
             if impl.name == name:
                 return impl
-        raise UsageError(None, f"{self.name} has no implementation {name!r}", f"choose from {', '.join(i.name for i in self.impls())}")
+        raise UsageError(
+            None, f"{self.name} has no implementation {name!r}", f"choose from {', '.join(i.name for i in self.impls())}"
+        )
 
     def work(self, impl: Impl, shape: Shape) -> dict[str, int | None]:
         """``{"bytes": ..., "flops": ...}`` of one call of ``impl``."""
@@ -356,7 +362,9 @@ def _import_file(path: Path) -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[name]
-        raise PluginError(path, f"failed to import: {type(exc).__name__}: {exc}", "run it with python to see the traceback") from exc
+        raise PluginError(
+            path, f"failed to import: {type(exc).__name__}: {exc}", "run it with python to see the traceback"
+        ) from exc
     return module
 
 
@@ -366,7 +374,9 @@ def _import_module(name: str, source: str | Path) -> ModuleType:
     except ImportError as exc:
         raise PluginError(source, f"cannot import {name!r} ({exc})", "install it, or put its folder on PYTHONPATH") from exc
     except Exception as exc:
-        raise PluginError(source, f"failed to import: {type(exc).__name__}: {exc}", "run it with python to see the traceback") from exc
+        raise PluginError(
+            source, f"failed to import: {type(exc).__name__}: {exc}", "run it with python to see the traceback"
+        ) from exc
 
 
 def is_file_spec(spec: str) -> bool:
@@ -387,6 +397,31 @@ def resolve(target: str) -> Any:
     return obj
 
 
+def installed_entry_points() -> list:
+    """The ``nsys_tools.ops`` entry points of every installed distribution. Run from a source
+    checkout that was never installed (a GPU machine without the analysis stack), the checkout's
+    own ``pyproject.toml`` declares those of nsys-tools itself."""
+    from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
+
+    found = list(entry_points(group=OPS_GROUP))
+    try:
+        distribution("nsys-tools")
+        return found
+    except PackageNotFoundError:
+        pass
+    import tomllib
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    try:
+        project = tomllib.loads(pyproject.read_text()).get("project", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return found
+    if project.get("name") != "nsys-tools":
+        return found
+    declared = project.get("entry-points", {}).get(OPS_GROUP, {})
+    return found + [EntryPoint(name, value, OPS_GROUP) for name, value in declared.items()]
+
+
 class Registry:
     """The ops known here: the entry-point group's, then each ``--plugin``'s (a later definition
     of a name replaces an earlier one). ``sources`` lists what was loaded, absolute, so that a
@@ -402,13 +437,13 @@ class Registry:
             self.add_plugin(spec)
 
     def _entry_points(self) -> None:
-        from importlib.metadata import entry_points
-
-        for ep in sorted(entry_points(group=OPS_GROUP), key=lambda e: e.name):
+        for ep in sorted(installed_entry_points(), key=lambda e: e.name):
             try:
                 obj = ep.load()
             except Exception as exc:
-                raise PluginError(None, f"entry point {ep.name} = {ep.value} failed to load: {type(exc).__name__}: {exc}") from exc
+                raise PluginError(
+                    None, f"entry point {ep.name} = {ep.value} failed to load: {type(exc).__name__}: {exc}"
+                ) from exc
             self._take(obj, f"entry point {ep.value}")
 
     def add_plugin(self, spec: str) -> None:
@@ -445,10 +480,18 @@ class Registry:
             raise PluginError(source, f"op name {op.name!r} is not usable in an NVTX range", "use letters, digits, _ . + -")
         self.ops[op.name] = op
 
-    def op(self, name: str) -> Op:
+    def op(self, name: str | None = None) -> Op:
+        """The op called ``name``; without a name, the only op known (else ``UsageError``)."""
+        if not name:
+            if len(self.ops) != 1:
+                known = ", ".join(sorted(self.ops)) or "none"
+                raise UsageError(None, f"choose an op with --op (known: {known})", "or load yours with --plugin")
+            return next(iter(self.ops.values()))
         if name not in self.ops:
             known = ", ".join(sorted(self.ops)) or "none"
-            raise UsageError(None, f"unknown op {name!r} (known: {known})", "load yours with --plugin file.py or --plugin pkg.module")
+            raise UsageError(
+                None, f"unknown op {name!r} (known: {known})", "load yours with --plugin file.py or --plugin pkg.module"
+            )
         return self.ops[name]
 
     def impl(self, op: Op, entry: str) -> Impl:

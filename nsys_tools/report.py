@@ -114,6 +114,12 @@ def _per_file(path: Path, *, nsys, names: Names, include_memops: bool, nesting: 
     return frame.with_columns(file=pl.lit(str(path)))
 
 
+def named_ops(path: str | Path, *, names: Names = "short", include_memops: bool = True, nsys=None) -> pl.DataFrame:
+    """One export's GPU operations with their innermost NVTX range: ``range``, ``kernel``,
+    ``duration_ns`` (through the cache, like the report)."""
+    return _per_file(Path(path), nsys=nsys, names=names, include_memops=include_memops, nesting="innermost", whole=False)
+
+
 def kernel_summary(
     paths: Sequence[str | Path],
     *,

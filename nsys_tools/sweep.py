@@ -1,14 +1,14 @@
-"""Read a sweep folder (written by ``nsys-tools capture sweep``) into frames.
+"""Read a sweep folder (written by ``nsys-tools capture sweep`` or ``capture run``) into frames.
 
-A sweep folder holds ``manifest.json`` and, per shape, ``<shape>.sqlite`` and
-``<shape>.harness.json``. Timed calls sit in NVTX ranges named ``RANGE``:
-``<op>/<impl>/<M>x<N>/<l2>/r<round>``; anything else in the trace (warm-up, setup) is ignored.
+A sweep folder holds ``manifest.json`` and, per capture unit (a shape of a sweep, the one
+run of a program), ``<unit>.sqlite`` and ``<unit>.harness.json``. Timed calls sit in NVTX
+ranges named ``<op>/<impl>/<shape>/<l2>/r<round>`` (``convention.RANGE``); anything else in the
+trace (warm-up, setup) is ignored.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -16,13 +16,14 @@ from pathlib import Path
 import polars as pl
 
 from . import metrics
-from .errors import BadExport
+from .convention import RANGE, RANGE_REGEX
+from .errors import BadExport, NsysToolsError
 from .export import open_export
 from .report import attributed
 
+__all__ = ["RANGE", "RANGE_REGEX", "KEYS", "Sweep", "load", "summary", "sweep_table", "is_sweep", "parse_ranges"]
+
 MANIFEST = "manifest.json"
-RANGE = re.compile(r"^(?P<op>[^/]+)/(?P<impl>[^/]+)/(?P<shape>\d+x\d+)/(?P<l2>cold|warm)/r(?P<round>\d+)$")
-RANGE_REGEX = RANGE.pattern
 KEYS = ["op", "impl", "shape", "l2"]
 
 
@@ -32,30 +33,80 @@ def is_sweep(path: str | Path) -> bool:
 
 @dataclass
 class Sweep:
-    """A sweep folder: its manifest, and per completed shape the export and the harness output."""
+    """A sweep folder: its manifest, and per completed capture unit (a shape of a sweep, or the
+    run of a program) the export and what was recorded beside it (``harness``)."""
 
     path: Path
     manifest: dict
-    shapes: list[str] = field(default_factory=list)
+    units: list[str] = field(default_factory=list)
 
     @property
     def id(self) -> str:
         return self.manifest.get("id") or self.path.name
 
     @property
-    def control(self) -> str:
-        return self.manifest.get("spec", {}).get("control", "triton")
+    def spec(self) -> dict:
+        return self.manifest.get("spec", {})
 
-    def export(self, shape: str) -> Path:
-        return self.path / f"{shape}.sqlite"
+    @property
+    def kind(self) -> str:
+        """``sweep`` (our harness, per shape) or ``run`` (a program's own, ``capture run``)."""
+        return self.manifest.get("kind", "sweep")
+
+    @property
+    def control(self) -> str:
+        """The implementation the others are compared with, or "" when none was named."""
+        return self.spec.get("control") or ""
+
+    @property
+    def outputs(self) -> str:
+        """The output policy: rotate or reuse; sweeps from before the policy was recorded
+        rotated every output; a program's is what its author declared, or unknown."""
+        return self.spec.get("outputs") or ("rotate" if self.kind == "sweep" else "unknown")
+
+    @cached_property
+    def registry(self):
+        """The op plugins this sweep names, for what its harness did not record; ``None`` where
+        they cannot be loaded here (the report then leaves bytes and FLOPs out)."""
+        from .plugin import Registry
+
+        try:
+            return Registry(self.spec.get("plugins", []))
+        except NsysToolsError:
+            try:
+                return Registry()
+            except NsysToolsError:
+                return None
+
+    def op(self, name: str):
+        """The op plugin called ``name``, or ``None`` where it is not installed here."""
+        return self.registry.ops.get(name) if self.registry else None
+
+    @property
+    def title(self) -> str:
+        """The op's title for headings ("" for a program's capture that names none)."""
+        name = self.spec.get("op", "")
+        plugin = self.op(name) if name else None
+        return self.spec.get("title") or (plugin.title if plugin else "") or name
+
+    @property
+    def floor(self) -> str | None:
+        """The implementation that is a bandwidth floor (a copy), if the sweep ran one."""
+        if "floor" in self.spec:
+            return self.spec["floor"]
+        plugin = self.op(self.spec.get("op", ""))
+        return plugin.floor if plugin and plugin.floor in self.spec.get("impls", []) else None
+
+    def export(self, unit: str) -> Path:
+        return self.path / f"{unit}.sqlite"
 
     @cached_property
     def harness(self) -> dict[str, dict]:
         out = {}
-        for shape in self.shapes:
-            file = self.path / f"{shape}.harness.json"
+        for unit in self.units:
+            file = self.path / f"{unit}.harness.json"
             try:
-                out[shape] = json.loads(file.read_text())
+                out[unit] = json.loads(file.read_text())
             except (OSError, json.JSONDecodeError) as exc:
                 raise BadExport(file, f"cannot be read ({exc})", "was the sweep interrupted? re-run it with --resume") from exc
         return out
@@ -69,14 +120,19 @@ class Sweep:
     @property
     def gpu(self) -> str:
         """The GPU's name, as the harness saw it or else as nvidia-smi did before the sweep."""
-        return self.setup.get("gpu", {}).get("name") or self.manifest.get("gpu_before", {}).get("name") or ""
+        return (self.setup.get("gpu") or {}).get("name") or self.manifest.get("gpu_before", {}).get("name") or ""
+
+    @property
+    def has_spans(self) -> bool:
+        """Whether event spans were measured (``capture run`` measures none)."""
+        return any(h.get("spans") for h in self.harness.values())
 
     @cached_property
     def calls(self) -> pl.DataFrame:
         """One row per GPU operation in a timed range: op, impl, shape, l2, round, kernel, duration_ns."""
         frames = []
-        for shape in self.shapes:
-            ex = open_export(self.export(shape))
+        for unit in self.units:
+            ex = open_export(self.export(unit))
             ops = attributed(ex, names="short", include_memops=True, keep=("name_id", "label", "start_ns", "duration_ns"))
             ops = ops.filter(pl.col("range").str.contains(RANGE_REGEX))
             frames.append(ops.select("range", "name_id", "label", "start_ns", "duration_ns").collect().pipe(_named, ex))
@@ -100,6 +156,7 @@ class Sweep:
                 op=pl.lit(h["op"]), shape=pl.lit(shape), l2=pl.lit(h["l2"])
             )
             for shape, h in self.harness.items()
+            if h.get("spans")
         ]
         schema = {"impl": pl.String, "round": pl.Int64, "span_ns": pl.Int64, "op": pl.String, "shape": pl.String, "l2": pl.String}
         return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
@@ -118,7 +175,7 @@ def parse_ranges(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def load(path: str | Path) -> Sweep:
-    """Open a sweep folder. Shapes whose capture failed are left out (the manifest says why)."""
+    """Open a sweep folder. Units whose capture failed are left out (the manifest says why)."""
     root = Path(path)
     file = root / MANIFEST
     if not file.is_file():
@@ -127,15 +184,49 @@ def load(path: str | Path) -> Sweep:
         manifest = json.loads(file.read_text())
     except json.JSONDecodeError as exc:
         raise BadExport(file, f"is not valid JSON ({exc.msg})", "was the sweep interrupted? re-run it with --resume") from exc
-    shapes = [s for s, e in manifest.get("shapes", {}).items() if e.get("status") == "ok" and (root / f"{s}.sqlite").exists()]
-    return Sweep(root, manifest, shapes)
+    entries = {**manifest.get("shapes", {}), **manifest.get("captures", {})}
+    units = [u for u, e in entries.items() if e.get("status") == "ok" and (root / f"{u}.sqlite").exists()]
+    return Sweep(root, manifest, units)
+
+
+def implementations(sweep: Sweep, keys: pl.DataFrame) -> pl.DataFrame:
+    """Per (op, impl, shape) of ``keys``: ``family``, ``outputs`` (the output policy it ran
+    under: the sweep's, or ``allocates``), ``bytes`` and ``flops`` of one call. From what the
+    harness recorded; else from the op's plugin where it is installed here; else null."""
+    recorded = {
+        (h.get("op"), impl, h.get("shape", unit)): info
+        for unit, h in sweep.harness.items()
+        for impl, info in (h.get("implementations") or {}).items()
+    }
+    rows = []
+    for op_name, impl_name, shape in keys.select("op", "impl", "shape").unique().iter_rows():
+        info = recorded.get((op_name, impl_name, shape)) or _from_plugin(sweep, op_name, impl_name, shape)
+        rows.append({"op": op_name, "impl": impl_name, "shape": shape, **info})
+    schema = {"op": pl.String, "impl": pl.String, "shape": pl.String, "family": pl.String, "outputs": pl.String}
+    schema |= {"bytes": pl.Int64, "flops": pl.Int64}
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+
+
+def _from_plugin(sweep: Sweep, op_name: str, impl_name: str, shape: str) -> dict:
+    unknown = {"family": None, "outputs": sweep.outputs, "bytes": None, "flops": None}
+    op = sweep.op(op_name)
+    if op is None:
+        return unknown
+    try:
+        dims = op.parse_shape(shape)
+    except NsysToolsError:  # a shape the op does not know
+        return unknown
+    try:
+        impl = op.impl(impl_name)
+    except NsysToolsError:  # a program's own implementation: the op's bytes and FLOPs still hold
+        return {**unknown, "bytes": op.bytes_moved(dims), "flops": op.flops(dims)}
+    return {"family": impl.family, "outputs": "allocates" if impl.allocates else sweep.outputs, **op.work(impl, dims)}
 
 
 def summary(sweep: Sweep) -> pl.DataFrame:
     """One row per (op, impl, shape, l2): kernel-time statistics from the trace and event-span
-    statistics from the untraced phase, with the bytes the implementation must move."""
-    from kernels.registry import get, parse_shape
-
+    statistics from the untraced phase, with the output policy each implementation ran under
+    and the bytes and FLOPs one call must move and do (where known)."""
     kernel = (
         sweep.calls.lazy()
         .group_by(KEYS)
@@ -147,12 +238,13 @@ def summary(sweep: Sweep) -> pl.DataFrame:
     )
     span = sweep.spans.lazy().group_by(KEYS).agg(*[e.alias(f"span_{k}") for k, e in metrics.distribution("span_ns").items()])
     out = kernel.join(span, on=KEYS, how="full", coalesce=True).collect()
-    moved = [get(i).moves(*parse_shape(s)) if i else None for i, s in zip(out["impl"], out["shape"], strict=True)]
-    order = {s: k for k, s in enumerate(sweep.manifest.get("spec", {}).get("shapes", sweep.shapes))}
-    impl_order = {s: k for k, s in enumerate(sweep.manifest.get("spec", {}).get("impls", []))}
+    order = {s: k for k, s in enumerate(sweep.spec.get("shapes", sweep.units))}
+    impl_order = {s: k for k, s in enumerate(sweep.spec.get("impls", []))}
     return (
-        out.with_columns(bytes=pl.Series(moved, dtype=pl.Int64))
-        .with_columns(gbps=pl.col("bytes") / pl.col("kernel_median_ns"))
+        out.join(implementations(sweep, out), on=["op", "impl", "shape"], how="left")
+        .with_columns(
+            gbps=pl.col("bytes") / pl.col("kernel_median_ns"), tflops=pl.col("flops") / pl.col("kernel_median_ns") / 1000
+        )
         .with_columns(
             _s=pl.col("shape").replace_strict(order, default=len(order)),
             _i=pl.col("impl").replace_strict(impl_order, default=len(impl_order)),
@@ -167,6 +259,7 @@ SUMMARY_COLUMNS = (
     "impl",
     "shape",
     "l2",
+    "outputs",
     "instances",
     "kernel_median_ns",
     "kernel_p10_ns",
@@ -179,6 +272,8 @@ SUMMARY_COLUMNS = (
     "span_p90_ns",
     "bytes",
     "gbps",
+    "flops",
+    "tflops",
     "kernels",
 )
 

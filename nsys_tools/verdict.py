@@ -52,25 +52,23 @@ def tails(calls: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _busy_samples(clocks: dict) -> list[tuple[float, float]]:
+    """(SM MHz, utilization) of the samples taken while the timed work ran: the harness's
+    ``trace`` phase; for a program's capture (one ``run`` phase, setup and idle included), the
+    samples where the GPU was busy."""
+    rows = list(zip(clocks.get("sm_mhz", []), clocks.get("util_gpu", []), clocks.get("phase", []), strict=True))
+    traced = [(sm, u) for sm, u, p in rows if p == "trace"]
+    return traced or [(sm, u) for sm, u, p in rows if p == "run" and u > 0]
+
+
 def _clock_summary(harness: dict[str, dict], max_sm: float | None) -> dict[str, float]:
-    sm = [
-        v
-        for h in harness.values()
-        for v, p in zip(h["clocks"].get("sm_mhz", []), h["clocks"].get("phase", []), strict=True)
-        if p == "trace"
-    ]
-    util = [
-        v
-        for h in harness.values()
-        for v, p in zip(h["clocks"].get("util_gpu", []), h["clocks"].get("phase", []), strict=True)
-        if p == "trace"
-    ]
-    if not sm:
+    samples = [x for h in harness.values() for x in _busy_samples(h.get("clocks") or {})]
+    if not samples:
         return {}
-    s = pl.Series(sm, dtype=pl.Float64)
-    out = {"sm_mhz_median": float(s.median()), "sm_mhz_min": float(s.min()), "samples": float(len(sm))}
-    if util:
-        out["util_median"] = float(pl.Series(util, dtype=pl.Float64).median())
+    sm = pl.Series([x[0] for x in samples], dtype=pl.Float64)
+    util = pl.Series([x[1] for x in samples], dtype=pl.Float64)
+    out = {"sm_mhz_median": float(sm.median()), "sm_mhz_min": float(sm.min()), "samples": float(len(samples))}
+    out["util_median"] = float(util.median())
     if max_sm:
         out["sm_mhz_max"] = float(max_sm)
     return out

@@ -6,6 +6,22 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# Test files that need only the capture side's stack (no Polars, Altair, typer): what the GPU
+# machine, which lacks the analysis stack, can collect for ``pytest -m gpu``.
+CAPTURE_SIDE = {"test_kernels_gpu.py", "test_harness_gpu.py", "test_scrub_capture.py", "test_kernels.py", "test_plugin.py"}
+
+
+def _analysis_stack_missing() -> bool:
+    import importlib.util
+
+    return any(importlib.util.find_spec(name) is None for name in ("polars", "typer", "sqlite_utils"))
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Skip collecting the analysis side's tests where its stack is not installed."""
+    if collection_path.suffix == ".py" and collection_path.name.startswith("test_") and collection_path.name not in CAPTURE_SIDE:
+        return True if _analysis_stack_missing() else None
+    return None
 
 
 def _gpu_missing() -> str | None:

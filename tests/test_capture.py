@@ -1,27 +1,32 @@
 """The capture side without a GPU: sweep bookkeeping, locking, the harness's conventions.
 
-``nsys`` is replaced by a script that answers ``profile`` and ``export`` the way nsys does,
-with files from a real H200 sweep, so the sweep's own logic runs for real: per-shape status,
-failures recorded while the sweep goes on, resume, atomic files, scrubbing, the manifest.
+``nsys`` is replaced by a script (``fake_nsys.py``) that answers ``profile`` and ``export`` the
+way nsys does, with files from a real H200 sweep, so the sweep's own logic runs for real:
+per-shape status, failures recorded while the sweep goes on, resume, atomic files, scrubbing,
+the manifest, and the plugins handed to the harness in its own process and folder.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
-import stat
 import sys
 import tempfile
-import textwrap
 import threading
 from pathlib import Path
 
 import pytest
 
-from capture.harness import buffer_sets, range_name, rotated
-from capture.sweep import Sweep, SweepSpec, gpu_lock
+from capture.harness import buffer_sets
+from capture.runner import gpu_lock
+from capture.sweep import SweepRunner, SweepSpec
 from nsys_tools import sweep as sweep_reader
+from nsys_tools.convention import range_name, rotated
 from nsys_tools.errors import CaptureError, UsageError
+from nsys_tools.plugin import Registry
+
+from . import fake_nsys as fake
 
 DEMO = Path(__file__).resolve().parents[1] / "reports" / "sweeps" / "20261129-183449-quiet"
 
@@ -36,23 +41,34 @@ def test_range_names_round_trip():
 def test_rotation_and_buffer_sets():
     assert [rotated(["a", "b", "c"], r) for r in range(4)] == [list("abc"), list("bca"), list("cab"), list("abc")]
     l2 = 62914560
-    sets = buffer_sets(4096, 768, l2, "cold")
-    assert sets * 2 * 4096 * 768 * 4 > 2 * l2 and sets == 6
-    assert buffer_sets(4096, 4096, l2, "cold") == 2 and buffer_sets(4096, 768, l2, "warm") == 1
+    x_and_y = 2 * 4096 * 768 * 4
+    sets = buffer_sets(x_and_y, l2, "cold")
+    assert sets * x_and_y > 2 * l2 and sets == 6
+    assert buffer_sets(x_and_y // 2, l2, "cold") == 11  # outputs reused: only x rotates
+    assert buffer_sets(2 * 4096 * 4096 * 4, l2, "cold") == 2 and buffer_sets(x_and_y, l2, "warm") == 1
 
 
 @pytest.mark.parametrize(
     "spec, message",
     [
-        (SweepSpec(shapes=["4096"]), "unknown shape"),
-        (SweepSpec(impls=["ours", "copy"]), "control 'triton' is not among --impls"),
-        (SweepSpec(op="softmax"), "unknown op"),
-        (SweepSpec(rounds=0), "at least 1"),
+        (SweepSpec(op="layernorm", shapes=["4096"]), "unknown layernorm shape"),
+        (SweepSpec(op="layernorm", impls=["ours", "copy"]), "no control among --impls \\(the op's is triton\\)"),
+        (SweepSpec(op="layernorm", impls=["ours", "copy"], control="triton"), "control 'triton' is not among --impls"),
+        (SweepSpec(op="softmax"), "unknown op 'softmax'"),
+        (SweepSpec(op="layernorm", rounds=0), "at least 1"),
+        (SweepSpec(op="layernorm", outputs="fresh"), "unknown output policy"),
     ],
 )
 def test_spec_validation(spec, message):
     with pytest.raises(UsageError, match=message):
-        spec.validate()
+        spec.resolve(Registry())
+
+
+def test_spec_takes_the_ops_defaults():
+    spec = SweepSpec()
+    op, impls = spec.resolve(Registry())
+    assert op.name == spec.op == "layernorm" and spec.control == "triton" and spec.outputs == "reuse"
+    assert spec.shapes == ["4096x768", "8192x768", "1024x2048", "4096x4096"] and spec.impls == ["ours", "triton", "torch", "copy"]
 
 
 def test_lock_no_wait_and_wait(monkeypatch, tmp_path):
@@ -74,96 +90,81 @@ def test_lock_no_wait_and_wait(monkeypatch, tmp_path):
 
 
 @pytest.fixture
-def fake_nsys(tmp_path):
-    """A stand-in for nsys: profile writes the report and the harness output (the real ones of
-    the demo sweep), failing for shapes listed in $FAKE_FAIL; export copies the real export."""
-    script = tmp_path / "nsys"
-    script.write_text(
-        textwrap.dedent(f"""\
-        #!{sys.executable}
-        import os, shutil, sys
-        from pathlib import Path
-        demo = Path({str(DEMO)!r})
-        args = sys.argv[1:]
-        if args[0] == "--version":
-            print("NVIDIA Nsight Systems version 2025.3.1.0"); sys.exit(0)
-        if args[0] == "profile":
-            shape = args[args.index("--shape") + 1]
-            if shape in os.environ.get("FAKE_FAIL", "").split(","):
-                print("CUDA error: out of memory", file=sys.stderr); sys.exit(3)
-            Path(args[args.index("-o") + 1] + ".nsys-rep").write_text("report")
-            shutil.copy(demo / f"{{shape}}.harness.json", Path(args[args.index("--out") + 1]))
-        elif args[0] == "export":
-            shape = Path(args[-1]).stem
-            shutil.copy(demo / f"{{shape}}.sqlite", args[args.index("--output") + 1])
-        """)
-    )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return script
+def fake_nsys(tmp_path, monkeypatch):
+    """``nsys`` replaced by ``tests/fake_nsys.py``; the lock and nvidia-smi kept out of the way."""
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr("capture.gpu_state.smi_snapshot", lambda index=None: {"name": "NVIDIA H200", "driver_version": "580"})
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    return fake.install(folder)
 
 
 def test_sweep_records_failures_and_resumes(fake_nsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr("capture.sweep.smi_snapshot", lambda index=0: {"name": "test"})
     monkeypatch.setenv("FAKE_FAIL", "1024x2048")
     out = tmp_path / "sweep"
     stages = []
-    manifest = Sweep(SweepSpec(), out, nsys=fake_nsys, progress=lambda s, st, d: stages.append((s, st)), commit="abc").run()
+    spec = SweepSpec(outputs="rotate")
+    manifest = SweepRunner(spec, out, nsys=fake_nsys, progress=lambda s, st, d: stages.append((s, st)), commit="abc").run()
     status = {s: e["status"] for s, e in manifest["shapes"].items()}
     assert status == {"4096x768": "ok", "8192x768": "ok", "1024x2048": "failed", "4096x4096": "ok"}
     assert "out of memory" in manifest["shapes"]["1024x2048"]["error"]
     assert manifest["git"]["commit"] == "abc" and manifest["nsys"]["version"].endswith("2025.3.1.0")
+    assert manifest["kind"] == "sweep" and manifest["spec"]["outputs"] == "rotate" and manifest["spec"]["floor"] == "copy"
     assert ("4096x4096", "ok") in stages and ("1024x2048", "failed") in stages
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [f"{s}.{k}" for s in ("4096x768", "8192x768", "4096x4096") for k in ("sqlite", "harness.json")] + ["manifest.json"]
     )
-    with pytest.raises(CaptureError, match="already holds a sweep"):
-        Sweep(SweepSpec(), out, nsys=fake_nsys).run()
+    with pytest.raises(CaptureError, match="already holds a capture"):
+        SweepRunner(SweepSpec(), out, nsys=fake_nsys).run()
 
     monkeypatch.setenv("FAKE_FAIL", "")
     stages.clear()
     before = (out / "4096x768.sqlite").stat().st_mtime_ns
-    manifest = Sweep(SweepSpec(), out, nsys=fake_nsys, resume=True, progress=lambda s, st, d: stages.append((s, st))).run()
+    manifest = SweepRunner(
+        SweepSpec(outputs="rotate"), out, nsys=fake_nsys, resume=True, progress=lambda s, st, d: stages.append((s, st))
+    ).run()
     assert {s: e["status"] for s, e in manifest["shapes"].items()} == dict.fromkeys(status, "ok")
     assert ("4096x768", "skipped") in stages and ("1024x2048", "ok") in stages
     assert (out / "4096x768.sqlite").stat().st_mtime_ns == before
-    assert sweep_reader.summary(sweep_reader.load(out)).height == 16
+    summary = sweep_reader.summary(sweep_reader.load(out))
+    assert summary.height == 16 and set(summary["shape"]) == set(status)
+    assert dict(summary.select("impl", "outputs").unique().iter_rows()) == {
+        "ours": "rotate",
+        "triton": "rotate",
+        "torch": "allocates",
+        "copy": "rotate",
+    }
 
 
-def test_cli_sweep_adds_itself_to_the_ledger(fake_nsys, tmp_path, monkeypatch):
+def test_cli_sweep_adds_itself_to_the_ledger(fake_nsys, tmp_path):
     from typer.testing import CliRunner
 
     from nsys_tools import ledger
     from nsys_tools.cli import app
 
-    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr("capture.sweep.smi_snapshot", lambda index=0: {"name": "NVIDIA H200"})
-    res = CliRunner().invoke(
-        app,
-        [
-            "capture",
-            "sweep",
-            "--shapes",
-            "4096x768",
-            "--nsys",
-            str(fake_nsys),
-            "--out",
-            str(tmp_path / "s"),
-            "--ledger",
-            str(tmp_path / "l.sqlite"),
-        ],
-    )
+    args = [
+        "capture",
+        "sweep",
+        "--op",
+        "layernorm",
+        "--shapes",
+        "4096x768",
+        "--nsys",
+        str(fake_nsys),
+        "--out",
+        str(tmp_path / "s"),
+    ]
+    res = CliRunner().invoke(app, [*args, "--ledger", str(tmp_path / "l.sqlite")])
     assert res.exit_code == 0, res.stderr
     assert res.stdout.strip() == str(tmp_path / "s")
     assert "4096x768 done" in res.stderr and "Added to the ledger" in res.stderr
-    assert ledger.sessions(tmp_path / "l.sqlite")["id"].to_list() == ["s"]
+    sessions = ledger.sessions(tmp_path / "l.sqlite")
+    assert sessions["id"].to_list() == ["s"] and sessions["outputs"].to_list() == ["reuse"]
 
 
-def test_unsupported_shapes_are_recorded(fake_nsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr("capture.sweep.smi_snapshot", lambda index=0: {})
+def test_unsupported_shapes_are_recorded(fake_nsys, tmp_path):
     spec = SweepSpec(shapes=["1x65536"], impls=["row_held", "triton"], control="triton")
-    manifest = Sweep(spec, tmp_path / "s", nsys=fake_nsys).run()
+    manifest = SweepRunner(spec, tmp_path / "s", nsys=fake_nsys).run()
     entry = manifest["shapes"]["1x65536"]
     assert entry["status"] == "skipped"
     assert set(entry["unsupported"]) == {"row_held", "triton"} and "N = 65536" in entry["unsupported"]["triton"]
@@ -173,9 +174,138 @@ def test_capture_side_imports_without_polars():
     """The GPU machine has no polars or altair: capture/ and kernels/ must not need them."""
     code = (
         "import sys; sys.modules['polars'] = None; sys.modules['altair'] = None\n"
-        "import capture.sweep, capture.harness, capture.gpu_state, kernels, kernels.cuda, nsys_tools.scrub, nsys_tools.cli\n"
+        "import capture.sweep, capture.run, capture.harness, capture.gpu_state, kernels.layernorm, kernels.cuda\n"
+        "import nsys_tools.scrub, nsys_tools.cli, nsys_tools.plugin\n"
+        "from nsys_tools.plugin import Registry; Registry().op('layernorm')\n"
     )
     import subprocess
 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ})
     assert done.returncode == 0, done.stderr
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "softmax_op.py"
+SCALE = Path(__file__).resolve().parent / "plugins" / "scale_op.py"
+
+
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from nsys_tools.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--plugin", "no_such_plugin.py"], "no_such_plugin.py: no such plugin file"),
+        (
+            ["--op", "layernorm", "--impls", "ours,triton,kernels.torch_ln:make_nothing"],
+            "kernels.torch_ln: has no 'make_nothing'",
+        ),
+        (["--plugin", str(EXAMPLE), "--op", "softmax", "--shapes", "4096"], "unknown softmax shape '4096'"),
+        (["--plugin", str(EXAMPLE)], "choose an op with --op (known: layernorm, softmax)"),
+    ],
+)
+def test_bad_plugins_get_one_error_line(fake_nsys, tmp_path, args, message):
+    res = _cli("capture", "sweep", *args, "--nsys", str(fake_nsys), "--out", str(tmp_path / "s"))
+    assert res.exit_code == 1, res.output
+    assert message in res.stderr and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    assert not (tmp_path / "s").exists()  # refused before anything was written
+
+
+def test_a_factory_that_raises_fails_the_shape_in_one_line(fake_nsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_SETUP", "1")
+    args = ["--plugin", str(SCALE), "--op", "scale", "--impls", "raises", "--control", "raises", "--shapes", "4x8"]
+    res = _cli("capture", "sweep", *args, "--nsys", str(fake_nsys), "--out", str(tmp_path / "s"), "--ledger", str(tmp_path / "l"))
+    assert res.exit_code == 1
+    error = [line for line in res.stderr.splitlines() if line.startswith("Error:")]
+    assert len(error) == 1 and "no implementation of scale ran at 4x8; raises: ValueError: the kernel did not compile" in error[0]
+    assert (tmp_path / "s" / "manifest.json").exists()  # what was written stays
+
+
+def test_the_example_op_end_to_end(fake_nsys, tmp_path, monkeypatch):
+    """A user's op, no file of the package edited: capture sweep with the plugin file, then the
+    report and the issue comment, which know its implementations, bytes and output policies from
+    what the harness recorded."""
+    monkeypatch.chdir(tmp_path)  # the plugin path reaches the harness, which runs elsewhere, absolute
+    out = tmp_path / "softmax-sweep"
+    args = ["--plugin", os.path.relpath(EXAMPLE), "--op", "softmax"]
+    res = _cli(
+        "capture", "sweep", *args, "--shapes", "4096x1000", "--nsys", str(fake_nsys), "--out", str(out), "--ledger", "l.sqlite"
+    )
+    assert res.exit_code == 0, res.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (
+        manifest["spec"]["op"] == "softmax" and manifest["spec"]["control"] == "torch" and manifest["spec"]["outputs"] == "reuse"
+    )
+    assert manifest["spec"]["impls"] == ["rowwise", "torch", "torch_alloc", "copy"] and manifest["spec"]["title"] == "Softmax"
+    summary = sweep_reader.summary(sweep_reader.load(out))
+    rows = {r["impl"]: r for r in summary.iter_rows(named=True)}
+    assert set(rows) == {"rowwise", "torch", "torch_alloc", "copy"} and {r["op"] for r in rows.values()} == {"softmax"}
+    assert rows["rowwise"]["bytes"] == 2 * 4096 * 1000 * 4 and rows["rowwise"]["flops"] == 4 * 4096 * 1000
+    assert rows["torch_alloc"]["outputs"] == "allocates" and rows["rowwise"]["outputs"] == "reuse"
+    res = _cli("report", str(out), "--issue", "--ledger", "l.sqlite", "--charts", str(tmp_path / "charts"))
+    assert res.exit_code == 0, res.stderr
+    md = res.stdout
+    assert md.startswith("### Softmax: rowwise, torch, torch_alloc, copy (control: torch)")
+    assert "Outputs: reuse (every implementation writes the same buffer at a shape" in md
+    assert "except torch_alloc †, which allocates its output inside the call" in md
+    assert "| shape | rowwise | torch\\_alloc † | copy |" in md  # marked in the ratio table too
+    assert "Warning: the implementations did not all run under one output policy" in md
+    assert "% of copy)" in md
+
+
+def _program(tmp_path: Path, code: int) -> list[str]:
+    script = tmp_path / f"bench{code}.py"
+    script.write_text(f"import sys\nprint('timing 3 rounds')\nsys.exit({code})\n")
+    return [sys.executable, str(script)]
+
+
+def test_capture_run_bookkeeping(fake_nsys, tmp_path, monkeypatch):
+    """capture run: the program runs under (fake) nsys; its export, scrubbed, manifest and GPU
+    state land in a folder that report and report --issue read, with no event spans."""
+    monkeypatch.setenv("FAKE_EXPORT", str(DEMO / "1024x2048.sqlite"))
+    out = tmp_path / "run"
+    args = [
+        "--control",
+        "triton",
+        "--outputs",
+        "rotate",
+        "--nsys",
+        str(fake_nsys),
+        "--out",
+        str(out),
+        "--ledger",
+        str(tmp_path / "l"),
+    ]
+    res = _cli("capture", "run", *args, "--", *_program(tmp_path, 0))
+    assert res.exit_code == 0, res.stderr
+    assert "layernorm/ours/1024x2048/cold (3 rounds)" in res.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "run" and manifest["spec"]["program"][-1].endswith("bench0.py")
+    entry = manifest["captures"]["capture"]
+    assert entry["status"] == "ok" and entry["ranges"]["layernorm/triton/1024x2048/cold"] == 3
+    assert sorted(p.name for p in out.iterdir()) == ["capture.harness.json", "capture.sqlite", "manifest.json"]
+    loaded = sweep_reader.load(out)
+    assert not loaded.has_spans and loaded.outputs == "rotate"
+    summary = sweep_reader.summary(loaded)
+    assert summary.height == 4 and summary["span_median_ns"].is_null().all()
+    res = _cli("report", str(out), "--issue", "--ledger", str(tmp_path / "l"), "--charts", str(tmp_path / "c"))
+    assert res.exit_code == 0, res.stderr
+    assert "#### Event span: absent" in res.stdout and "captured with `nsys-tools capture run`" in res.stdout
+    assert "**Correctness.** Not checked by nsys-tools" in res.stdout
+
+
+def test_capture_run_failures_are_one_line(fake_nsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_EXPORT", str(DEMO / "1024x2048.sqlite"))
+    res = _cli("capture", "run", "--nsys", str(fake_nsys), "--out", str(tmp_path / "a"), "--", *_program(tmp_path, 3))
+    assert res.exit_code == 1 and "the program failed (exit 3)" in res.stderr and "timing 3 rounds" in res.stderr
+    assert len([line for line in res.stderr.splitlines() if line.startswith("Error:")]) == 1
+    plain = Path(__file__).parent / "fixtures" / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
+    monkeypatch.setenv("FAKE_EXPORT", str(plain))
+    res = _cli("capture", "run", "--nsys", str(fake_nsys), "--out", str(tmp_path / "b"), "--", *_program(tmp_path, 0))
+    assert res.exit_code == 1 and "emitted no NVTX range named <op>/<impl>/<shape>/<l2>/r<round>" in res.stderr
+    res = _cli("capture", "run", "--nsys", str(fake_nsys), "--out", str(tmp_path / "c"))
+    assert res.exit_code == 2  # no program: a usage error

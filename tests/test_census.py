@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kernels.registry import UnsupportedShape
+from kernels.layernorm import OP
 from nsys_tools import census
 from nsys_tools.cli import app
+from nsys_tools.plugin import UnsupportedShape
 
 DEMO = Path(__file__).resolve().parents[1] / "reports" / "sweeps" / "20261129-183449-quiet"
 runner = CliRunner()
@@ -17,13 +18,14 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def table_768():
-    return census.census("4096x768", ["ours", "row_held", "block_tree", "triton"], "sm_90")
+    return census.census(OP, "4096x768", [OP.impl(n) for n in ("ours", "row_held", "block_tree", "triton")], "sm_90")
 
 
 def test_ours_holds_the_row_in_quad_loads(table_768):
     ours = table_768.row(0, named=True)
-    assert ours["kernel"].startswith("_Z7ln_heldILi32ELi6ELi4ELi4E")  # one warp per row, 6 float4 slots, 4 rows a block
-    assert (ours["grid"], ours["block"]) == (1024, 128)
+    # one warp per row and per block, 6 float4 slots, gamma and beta loaded with x (cache bit 8)
+    assert ours["kernel"].startswith("_Z7ln_heldILi32ELi6ELi4ELi1ELi8E")
+    assert (ours["grid"], ours["block"]) == (4096, 32)
     assert ours["ld_global_128"] == 18 and ours["ld_global_32"] == 0  # x, gamma, beta: six quads each
     assert ours["st_global_128"] == 6 and ours["barriers"] == 0 and ours["shuffles"] == 10
     assert "MUFU.RSQ" in ours["special"] and ours["local_bytes"] == 0 and ours["st_local"] == 0
@@ -45,24 +47,30 @@ def test_triton_specialized_like_its_launcher(table_768):
 
 
 def test_cross_check_against_the_h200_capture(table_768):
-    checked = census.cross_check(table_768.filter(table_768["impl"].is_in(["ours", "triton"])), DEMO)
+    """At 1024x2048 this build launches what the demo capture ran; at 4096x768 ours changed
+    since (one warp per block with gamma and beta preloaded, not four rows a block), and the
+    cross-check says where."""
+    checked = census.cross_check(census.census(OP, "1024x2048", [OP.impl("ours"), OP.impl("triton")], "sm_90"), DEMO)
     assert checked["disagrees"].to_list() == ["", ""]
     assert checked["trace_registers"].to_list() == checked["registers"].to_list()
+    changed = census.cross_check(table_768.filter(table_768["impl"].is_in(["ours", "triton"])), DEMO)
+    assert changed["disagrees"].to_list() == ["registers, grid, block", ""]
+    assert (changed["trace_grid"][0], changed["trace_block"][0], changed["trace_registers"][0]) == (1024, 128, 55)
 
 
 def test_cross_check_flags_a_disagreement():
-    """A capture of an older build: at 4096x4096 it ran ln_held without streaming loads (48
-    registers); today's build compiles to 46."""
-    table = census.census("4096x4096", ["ours"], "sm_90")
+    """A capture of an older build: at 4096x4096 it ran 256 threads per row without streaming
+    loads (48 registers); today's build runs 128 threads holding gamma and beta too (128)."""
+    table = census.census(OP, "4096x4096", [OP.impl("ours")], "sm_90")
     checked = census.cross_check(table, DEMO.parent / "20261129-182219-quiet")
-    assert checked["disagrees"][0] == "registers"
-    assert (checked["registers"][0], checked["trace_registers"][0]) == (46, 48)
+    assert checked["disagrees"][0] == "registers, shared_bytes, block"
+    assert (checked["registers"][0], checked["trace_registers"][0]) == (128, 48)
 
 
 def test_cli_markdown_json_and_errors():
-    res = runner.invoke(app, ["census", "--shape", "4096x4096", "--impls", "ours,triton", "--capture", str(DEMO)])
+    res = runner.invoke(app, ["census", "--shape", "1024x2048", "--impls", "ours,triton", "--capture", str(DEMO)])
     assert res.exit_code == 0, res.stderr
-    assert "| Grid × block | 4096 × 256 | 4096 × 256 |" in res.stdout
+    assert "| Grid × block | 1024 × 128 | 1024 × 256 |" in res.stdout
     assert "| Trace cross-check | agrees" in res.stdout
     res = runner.invoke(app, ["census", "--impls", "ours", "-f", "json"])
     import json
@@ -83,7 +91,7 @@ def test_cli_markdown_json_and_errors():
     ):
         assert key in row
     for args, message in (
-        (["--impls", "torch"], "library kernel"),
+        (["--impls", "torch"], "cannot be compiled without a GPU"),
         (["--shape", "1x65536", "--impls", "triton"], "N = 65536"),
         (["--arch", "hopper"], "unknown architecture"),
     ):
@@ -102,8 +110,8 @@ def test_missing_cuobjdump_is_named(monkeypatch, tmp_path):
 def test_bulk_plans_need_sm90():
     """The bulk-copy kernel: one persistent block per SM with three 64 KB rows in flight in
     dynamic shared memory; asked for sm_80 it is refused, not compiled."""
-    hopper = census.census("1024x16384", ["bulk_t512_s3_b1"], "sm_90").row(0, named=True)
+    hopper = census.census(OP, "1024x16384", [OP.impl("bulk_t512_s3_b1")], "sm_90").row(0, named=True)
     assert hopper["kernel"].startswith("_Z7ln_bulk") and (hopper["grid"], hopper["block"]) == (132, 512)
     assert hopper["dynamic_shared_bytes"] == 3 * 16384 * 4 and hopper["st_local"] == 0
     with pytest.raises(UnsupportedShape, match="sm_90"):
-        census.census("1024x16384", ["bulk_t512_s3_b1"], "sm_80")
+        census.census(OP, "1024x16384", [OP.impl("bulk_t512_s3_b1")], "sm_80")

@@ -41,9 +41,12 @@ def test_report_csv_and_json_columns():
         (["report", "missing.sqlite"], "Error: missing.sqlite: no such file"),
         (["report", str(FIXTURES / "bad-input" / "no-cuda-trace.sqlite")], "no CUPTI_ACTIVITY_KIND_KERNEL table"),
         (["report", str(FIXTURES / "bad-input" / "empty.sqlite")], "CUDA was traced but no kernel ran"),
-        (["capture", "sweep", "--shapes", "4096"], "Error: unknown shape '4096'"),
+        (["capture", "sweep", "--shapes", "4096"], "Error: unknown layernorm shape '4096'"),
         (["capture", "sweep", "--impls", "ours,cutlass"], "unknown implementation 'cutlass'"),
-        (["history", "--shape", "4096x768", "--ledger", "no-ledger.sqlite"], "no-ledger.sqlite: no ledger here"),
+        (
+            ["history", "--shape", "4096x768", "--impl", "ours", "--ledger", "no-ledger.sqlite"],
+            "no-ledger.sqlite: no ledger here",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_1(args, message):
@@ -93,7 +96,7 @@ def test_installed_console_script_runs_the_demo():
     done = subprocess.run([exe, "report", "--demo", "--format", "csv"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     header, *rows = done.stdout.splitlines()
-    assert header.startswith("op,impl,shape,l2,instances,kernel_median_ns,kernel_p10_ns,kernel_p90_ns")
+    assert header.startswith("op,impl,shape,l2,outputs,instances,kernel_median_ns,kernel_p10_ns,kernel_p90_ns")
     assert len(rows) == 16 and all(r.startswith("layernorm,") for r in rows)
 
 

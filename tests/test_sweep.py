@@ -164,7 +164,7 @@ def test_reject_and_issue_comment(book, tmp_path):
     assert "#### Kernel time, µs: median (p10–p90), from the Nsight Systems trace" in md
     assert "#### Event span, µs: median (p10–p90), from CUDA events with tracing off" in md
     assert md.index("Kernel time, µs") < md.index("Event span, µs")
-    assert "Triton's kernel came back at 9.12 µs at 4096x768, inside its band" in md
+    assert "triton's kernel came back at 9.12 µs at 4096x768, inside its band" in md
     assert "these numbers are usable" in md
     assert "inputs rotated over 2–9 buffer sets per shape" in md  # 2 at 4096x4096, 9 at 1024x2048
     assert "| ours\\_regcap | 38.36 µs kernel at 4096x4096 vs 34.47 | a 32-register cap spills |" in md

@@ -20,7 +20,7 @@ import sys
 import cupy as cp
 import torch
 
-from kernels.registry import Problem, get
+from kernels.registry import get, problem
 
 M, N = 4096, 4096
 SOURCE = r"""
@@ -33,7 +33,7 @@ extern "C" __global__ void grid_stride_copy(const float4* __restrict__ x, float4
 
 def main() -> None:
     x, y = torch.randn(M, N, device="cuda"), torch.empty(M, N, device="cuda")
-    prob = Problem(x, y, torch.randn(N, device="cuda"), torch.randn(N, device="cuda"))
+    prob = problem(x, y, torch.randn(N, device="cuda"), torch.randn(N, device="cuda"))
     copy = cp.RawModule(code=SOURCE).get_function("grid_stride_copy")
     args = (cp.from_dlpack(x), cp.from_dlpack(y), cp.int64(M * N // 4))
     sms = torch.cuda.get_device_properties(0).multi_processor_count

@@ -1,0 +1,257 @@
+"""What every capture shares: one GPU at a time, Nsight Systems with one set of options, exports
+scrubbed on a worker thread, files renamed into place when whole, and a manifest.
+
+A capture folder holds ``manifest.json`` and, per capture unit (a shape of a sweep, or one run
+of a program), ``<unit>.sqlite`` (the scrubbed export) and ``<unit>.harness.json`` (what was
+recorded beside the trace: checks, event spans, clock samples). ``capture.sweep`` and
+``capture.run`` are the two kinds of run. Standard library only: this runs on the GPU machine.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from nsys_tools.convention import RANGE_FORMAT
+from nsys_tools.errors import CaptureError
+from nsys_tools.export import export_report, find_nsys
+from nsys_tools.files import write_text_atomically
+from nsys_tools.scrub import scrub
+
+from .gpu_state import visible_gpu
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+NSYS_TRACE = ("-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none")
+NSYS_RANGE = ("--capture-range=cudaProfilerApi", "--capture-range-end=stop")
+MANIFEST = "manifest.json"
+
+Progress = Callable[[str, str, dict], None]  # (unit, stage, details)
+
+
+def write_json(path: Path, data: dict) -> None:
+    write_text_atomically(path, json.dumps(data, indent=1))
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True, text=True, timeout=10)
+    except OSError:
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def commit_info() -> dict:
+    head = _git("rev-parse", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": head, "dirty": bool(dirty) if dirty is not None else None}
+
+
+def nsys_version(nsys: Path) -> str:
+    out = subprocess.run([str(nsys), "--version"], capture_output=True, text=True)
+    return (out.stdout or out.stderr).strip()
+
+
+@contextmanager
+def gpu_lock(wait: bool, on_wait: Callable[[Path], None]):
+    """One capture per GPU at a time: an exclusive lock on a file named after the GPU."""
+    path = Path(tempfile.gettempdir()) / f"nsys-tools-gpu{visible_gpu()}.lock"
+    with path.open("a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                raise CaptureError(path, "another sweep holds this GPU", "wait for it, or drop --no-wait to queue") from None
+            on_wait(path)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield path
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])
+
+
+def child_env(extra_paths: list[str]) -> dict[str, str]:
+    """The environment for the profiled program: this project and the caller's working folder
+    importable (so ``--plugin pkg.module`` and ``--impls pkg.module:factory`` resolve there as
+    they did here), the rest inherited."""
+    paths = [*extra_paths, os.environ.get("PYTHONPATH")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
+class CaptureRunner:
+    """The bookkeeping of one capture folder. Subclasses say what the units are (``units``) and
+    how one is profiled (``profile``), and add their settings to the manifest (``spec``)."""
+
+    kind = ""
+    units_key = "captures"
+
+    def __init__(
+        self,
+        out: Path,
+        *,
+        nsys: str | Path | None = None,
+        resume: bool = False,
+        wait: bool = True,
+        keep_rep: bool = False,
+        progress: Progress | None = None,
+        argv: list[str] | None = None,
+        commit: str | None = None,
+    ):
+        self.out, self.resume, self.wait, self.keep_rep = Path(out).resolve(), resume, wait, keep_rep
+        self.progress = progress or (lambda unit, stage, details: None)
+        self.nsys = find_nsys(nsys)
+        self.argv = argv if argv is not None else sys.argv
+        self.commit = commit
+        self._lock = threading.Lock()
+        self.manifest: dict = {}
+
+    # -- what subclasses define ----------------------------------------------------------------
+    def spec(self) -> dict:
+        raise NotImplementedError
+
+    def units(self) -> list[str]:
+        raise NotImplementedError
+
+    def plan(self, unit: str, entry: dict) -> bool:
+        """Fill ``entry`` before profiling ``unit``; False skips it (the entry says why)."""
+        return True
+
+    def profile(self, unit: str, rep: Path, work: Path, log: Path) -> None:
+        """Run nsys for ``unit``, writing ``<rep>.nsys-rep`` and ``<work>/<unit>.harness.json``."""
+        raise NotImplementedError
+
+    # -- shared ------------------------------------------------------------------------------
+    def check_export(self, unit: str, sqlite: Path, entry: dict) -> None:
+        """Look at ``unit``'s scrubbed export before it is moved into place; raise to fail it."""
+
+    def nsys_command(self, rep: Path, program: list[str]) -> list[str]:
+        return [str(self.nsys), "profile", *NSYS_TRACE, *NSYS_RANGE, "--force-overwrite=true", "-o", str(rep), *program]
+
+    def paths(self, unit: str) -> dict[str, Path]:
+        return {"sqlite": self.out / f"{unit}.sqlite", "harness": self.out / f"{unit}.harness.json"}
+
+    def _load(self) -> None:
+        path = self.out / MANIFEST
+        if path.exists() and not self.resume:
+            raise CaptureError(path, "this folder already holds a capture", "pass --resume to finish it, or choose a new --out")
+        previous = json.loads(path.read_text()) if path.exists() else {}
+        self.manifest = {
+            "id": self.out.name,
+            "kind": self.kind,
+            "created_utc": previous.get("created_utc") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": self.argv,
+            "spec": self.spec(),
+            "git": {"commit": self.commit, "dirty": None} if self.commit else commit_info(),
+            "nsys": {"version": nsys_version(self.nsys), "options": [*NSYS_TRACE, NSYS_RANGE[0]]},
+            "range_format": RANGE_FORMAT,
+            self.units_key: previous.get(self.units_key, {}),
+        }
+
+    def save(self) -> None:
+        with self._lock:
+            write_json(self.out / MANIFEST, self.manifest)
+
+    def _done(self, unit: str) -> bool:
+        entry = self.manifest[self.units_key].get(unit, {})
+        return entry.get("status") == "ok" and all(p.exists() for p in self.paths(unit).values())
+
+    def _profile(self, unit: str, work: Path) -> Path:
+        rep, log = work / unit, work / f"{unit}.log"
+        try:
+            self.profile(unit, rep, work, log)
+        except OSError as exc:
+            raise CaptureError(rep, f"could not run nsys ({exc})", "check --nsys") from exc
+        report = rep.with_suffix(".nsys-rep")
+        if not report.exists() or not (work / f"{unit}.harness.json").exists():
+            raise CaptureError(report, f"profiling failed: {tail(log)}", "see the log in the manifest")
+        return report
+
+    def _finish(self, unit: str, report: Path, work: Path, entry: dict) -> None:
+        """Export, scrub and move one unit's files into place (runs on the worker thread)."""
+        t0 = time.perf_counter()
+        try:
+            self.progress(unit, "export", {})
+            sqlite = export_report(report, self.nsys)
+            scrub(sqlite)
+            self.check_export(unit, sqlite, entry)
+            harness = json.loads((work / f"{unit}.harness.json").read_text())
+            entry.update(
+                checks=harness.get("checks", {}), errors=harness.get("errors", {}), harness_timings_s=harness.get("timings_s", {})
+            )
+            if harness.get("unsupported"):
+                entry["unsupported"] = {**entry.get("unsupported", {}), **harness["unsupported"]}
+            paths = self.paths(unit)
+            (work / f"{unit}.harness.json").replace(paths["harness"])
+            shutil.move(str(sqlite), paths["sqlite"])
+            if self.keep_rep:
+                shutil.move(str(report), self.out / report.name)
+            entry.update(status="ok", files=[p.name for p in paths.values()])
+        except Exception as exc:  # recorded; the other units go on
+            entry.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            entry["export_s"] = round(time.perf_counter() - t0, 2)
+            shutil.rmtree(work, ignore_errors=True)
+            self.progress(unit, entry["status"], entry)
+            self.save()
+
+    def run(self) -> dict:
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        from .gpu_state import smi_snapshot
+
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._load()
+        t0 = time.perf_counter()
+        entries = self.manifest[self.units_key]
+        with gpu_lock(self.wait, lambda p: self.progress("", "waiting", {"lock": str(p)})):
+            self.manifest["gpu_before"] = smi_snapshot()
+            self.save()
+            pending: list[Future] = []
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                for unit in self.units():
+                    if self.resume and self._done(unit):
+                        self.progress(unit, "skipped", {"reason": "complete in an earlier run"})
+                        continue
+                    entry = entries[unit] = {"status": "running"}
+                    if not self.plan(unit, entry):
+                        entry["status"] = "skipped"
+                        self.progress(unit, "skipped", entry)
+                        self.save()
+                        continue
+                    work = Path(tempfile.mkdtemp(prefix=f".{unit}.", dir=self.out))
+                    self.progress(unit, "profile", entry)
+                    t1 = time.perf_counter()
+                    try:
+                        report = self._profile(unit, work)
+                    except CaptureError as exc:
+                        entry.update(status="failed", error=str(exc), profile_s=round(time.perf_counter() - t1, 2))
+                        shutil.rmtree(work, ignore_errors=True)
+                        self.progress(unit, "failed", entry)
+                        self.save()
+                        continue
+                    entry["profile_s"] = round(time.perf_counter() - t1, 2)
+                    pending.append(pool.submit(self._finish, unit, report, work, entry))
+                for fut in pending:
+                    fut.result()
+            self.manifest["gpu_after"] = smi_snapshot()
+        self.manifest["wall_s"] = round(time.perf_counter() - t0, 2)
+        self.save()
+        return self.manifest
