@@ -420,6 +420,45 @@ __device__ __forceinline__ void wgmma_tf32_n256(float (&d)[128], const unsigned 
 // into the next tile while the consumers store the last, and blocks start only once.
 #define FOR_EACH_TILE(tile, tiles) for (int tile = blockIdx.x; tile < (tiles); tile += gridDim.x)
 
+// The ring of STAGES stages: full[s] completes when stage s has arrived (one arrival, with its
+// bytes), empty[s] when the 8 consumer warps are done with it.
+template <int STAGES>
+__device__ __forceinline__ void init_ring(unsigned long long (&full)[STAGES], unsigned long long (&empty)[STAGES]) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(smem_u32(&full[s]), 1);
+      mbar_init(smem_u32(&empty[s]), 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+}
+
+// The producer (one thread): for every tile of the block and every k step, waits for a free
+// stage and loads into it A's box, BM rows of 128 bytes of k, then B's B_BOXES boxes, BK rows (k)
+// of 128 bytes of n each (elements of E bytes). `it` counts the stages filled across tiles: the
+// ring's position and phase, as the consumers count them.
+template <int STAGES, int E, int BM, int BK, int B_BOXES>
+__device__ __forceinline__ void produce(const TensorMap* tmA, const TensorMap* tmB, unsigned base, unsigned long long (&full)[STAGES],
+                                        unsigned long long (&empty)[STAGES], int tiles_m, int tiles_n, int group, int KT) {
+  constexpr unsigned A_BYTES = BM * 128, B_BOX = BK * 128, STAGE = A_BYTES + B_BOXES * B_BOX;
+  constexpr int BOX_N = 128 / E, BN = B_BOXES * BOX_N;
+  int it = 0;
+  FOR_EACH_TILE(tile, tiles_m * tiles_n) {
+    int tm, tn;
+    tile_of(tile, tiles_m, tiles_n, group, tm, tn);
+    for (int kt = 0; kt < KT; ++kt, ++it) {
+      const int s = it % STAGES;
+      mbar_wait(smem_u32(&empty[s]), ((it / STAGES) & 1) ^ 1);
+      const unsigned bar = smem_u32(&full[s]), a = base + s * STAGE;
+      mbar_expect_tx(bar, STAGE);
+      tma_load(a, tmA, kt * BK, tm * BM, bar);
+#pragma unroll
+      for (int c = 0; c < B_BOXES; ++c) tma_load(a + A_BYTES + c * B_BOX, tmB, tn * BN + c * BOX_N, kt * BK, bar);
+    }
+  }
+}
+
 // bf16: tiles of 128 x BN outputs, blocks of 3 warp groups; warp group 0 loads, warp groups 1
 // and 2 each compute 64 rows with wgmma m64nBNk16. Per stage: A as one 128 x 64 box (K-major,
 // rows of 128 bytes), B as BN / 64 boxes of 64 rows (k) x 64 columns (n) (N-major, `tnspB`).
@@ -441,32 +480,10 @@ __global__ void __launch_bounds__(384, 1) mm_wgmma_bf16(const __grid_constant__ 
   const int wg = threadIdx.x / 128, lane = threadIdx.x % 32;
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
   const int KT = (K + BK - 1) / BK;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(smem_u32(&full[s]), 1);
-      mbar_init(smem_u32(&empty[s]), 8);  // one arrival per consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  init_ring(full, empty);
 
   if (wg == 0) {
-    if (threadIdx.x == 0) {
-      int it = 0;  // stages filled so far, across tiles: the ring's position and phase
-      FOR_EACH_TILE(tile, tiles) {
-        int tm, tn;
-        tile_of(tile, tiles_m, tiles_n, group, tm, tn);
-        for (int kt = 0; kt < KT; ++kt, ++it) {
-          const int s = it % STAGES;
-          mbar_wait(smem_u32(&empty[s]), ((it / STAGES) & 1) ^ 1);
-          const unsigned bar = smem_u32(&full[s]), a = base + s * STAGE;
-          mbar_expect_tx(bar, STAGE);
-          tma_load(a, &tmA, kt * BK, tm * BM, bar);
-#pragma unroll
-          for (int c = 0; c < BN / 64; ++c) tma_load(a + A_BYTES + c * B_BOX, &tmB, tn * BN + 64 * c, kt * BK, bar);
-        }
-      }
-    }
+    if (threadIdx.x == 0) produce<STAGES, 2, BM, BK, BN / 64>(&tmA, &tmB, base, full, empty, tiles_m, tiles_n, group, KT);
   } else {
     const unsigned a_off = (wg - 1) * 64 * 128;  // this warp group's 64 rows of A
     const int w = threadIdx.x / 32 % 4, g = lane / 4, t = lane % 4;
@@ -565,32 +582,10 @@ __global__ void __launch_bounds__(384, 1) mm_wgmma_tf32(const __grid_constant__ 
   const int wg = threadIdx.x / 128, lane = threadIdx.x % 32;
   const int tiles_m = (M + BMT - 1) / BMT, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
   const int KT = (K + BK - 1) / BK;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(smem_u32(&full[s]), 1);
-      mbar_init(smem_u32(&empty[s]), 8);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  init_ring(full, empty);
 
   if (wg == 0) {
-    if (threadIdx.x == 0) {
-      int it = 0;
-      FOR_EACH_TILE(tile, tiles) {
-        int tm, tn;
-        tile_of(tile, tiles_m, tiles_n, group, tm, tn);
-        for (int kt = 0; kt < KT; ++kt, ++it) {
-          const int s = it % STAGES;
-          mbar_wait(smem_u32(&empty[s]), ((it / STAGES) & 1) ^ 1);
-          const unsigned bar = smem_u32(&full[s]), a = base + s * STAGE;
-          mbar_expect_tx(bar, STAGE);
-          tma_load(a, &tmA, kt * BK, tm * BMT, bar);
-#pragma unroll
-          for (int c = 0; c < 4; ++c) tma_load(a + A_BYTES + c * B_BOX, &tmB, tn * BN + 32 * c, kt * BK, bar);
-        }
-      }
-    }
+    if (threadIdx.x == 0) produce<STAGES, 4, BMT, BK, 4>(&tmA, &tmB, base, full, empty, tiles_m, tiles_n, group, KT);
   } else {
     const int w = threadIdx.x / 32 % 4, g = lane / 4, t = lane % 4;
     const int nl = (wg - 1) * 64 + 16 * w + g;  // this thread's first column of the tile (row of C^T)
