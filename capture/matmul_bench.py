@@ -93,8 +93,6 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def bench_shape(op, shape, impl_names: list[str], rounds: int, ms: float, l2: int) -> list[dict]:
-    import torch
-
     sets = buffer_sets(op, shape, l2)
     bufs = []
     for _ in range(sets):
@@ -175,8 +173,12 @@ def diagnose(op, name: str, m: int = 128, n: int = 256, k: int = 128) -> dict:
             found.append(bufs.c.float().nan_to_num(-1).round().long())
         lo, hi = found
         src_r, src_c = (hi // 16) * 16 + lo // 16, (hi % 16) * 16 + lo % 16
-        want_r = torch.arange(m, device="cuda")[:, None].expand(m, n) if operand == "b" else torch.arange(m, device="cuda")[:, None]
-        want_c = torch.arange(n, device="cuda")[None, :].expand(m, n) if operand == "b" else torch.arange(k, device="cuda")[None, :]
+        want_r = (
+            torch.arange(m, device="cuda")[:, None].expand(m, n) if operand == "b" else torch.arange(m, device="cuda")[:, None]
+        )
+        want_c = (
+            torch.arange(n, device="cuda")[None, :].expand(m, n) if operand == "b" else torch.arange(k, device="cuda")[None, :]
+        )
         if operand == "a":  # C = A I: C[m, j] = A[m, j] for j < k
             src_r, src_c, want_r, want_c = src_r[:, :k], src_c[:, :k], want_r.expand(m, k), want_c.expand(m, k)
         ok = (src_r == want_r) & (src_c == want_c)
@@ -242,7 +244,9 @@ def main(argv: list[str] | None = None) -> None:
     target = args.out / "matmul-bench.json"
     torch.manual_seed(args.seed)
     if args.diagnose:
-        found = {f"{ops[d].name}/{name}": diagnose(ops[d], name) for d in args.dtypes.split(",") for name in args.diagnose.split(",")}
+        found = {
+            f"{ops[d].name}/{name}": diagnose(ops[d], name) for d in args.dtypes.split(",") for name in args.diagnose.split(",")
+        }
         (args.out / "matmul-diagnose.json").write_text(json.dumps(found, indent=1))
         print(json.dumps(found, indent=1))
         return

@@ -15,7 +15,8 @@ the lineage (reports/matmul-variants.md):
 
 Explicit plans for exploring: ``wgmma_n<128|256>_s<stages>[_k1][_e][_p]`` (bf16: BN columns of
 C per tile, tf32: that many rows; ``_k1`` one wgmma batch kept in flight and ``_e`` C stored
-through shared memory by TMA, bf16 only; ``_p`` a persistent grid of one block per SM) and ``mma_<BM>x<BN>_w<warps along M>x<warps along N>_s<stages>``.
+through shared memory by TMA, bf16 only; ``_p`` a persistent grid of one block per SM) and
+``mma_<BM>x<BN>_w<warps along M>x<warps along N>_s<stages>``.
 """
 
 from __future__ import annotations
@@ -44,10 +45,10 @@ VARIANTS = {
     "simt": "tiled shared memory, 128 x 128 tiles, 8 x 8 outputs per thread, FFMA (fp32 math, not TF32)",
     "mma": "mma.sync tensor cores, ldmatrix, 4-stage cp.async pipeline, padded shared memory, 128 x 128 tiles of 4 warps",
     "mma_128x256": "the mma kernel with 8 warps on 128 x 256 tiles",
-    "wgmma": "sm_90a: TMA (128-byte swizzle) into 4 stages, 1 producer + 2 consumer warp groups, wgmma; bf16 128x256, tf32 256x128",
+    "wgmma": "sm_90a: TMA (128-byte swizzle) into 4 stages, 1 producer and 2 consumer warp groups, wgmma, 128x256 tiles",
     "wgmma_n128": "the wgmma kernel on 128-wide tiles (bf16 128 x 128, tf32 128 x 128), 6 stages",
-    "wgmma_persistent": "wgmma on a persistent grid (one block per SM looping over tiles); bf16 keeps one wgmma batch in flight",
-    "wgmma_tma_store": "bf16: persistent wgmma, 3 stages, C through stmatrix into shared memory and out by TMA while the next tile starts",
+    "wgmma_persistent": "wgmma, one block per SM looping over tiles; bf16 keeps one wgmma batch in flight",
+    "wgmma_tma_store": "bf16: persistent wgmma, 3 stages, C through stmatrix into shared memory, out by TMA during the next tile",
     "ours": "dispatcher: the fastest measured variant the operands allow",
 }
 # Named variants as explicit plans, per precision; "ours" picks among them (see ``dispatch``).
@@ -122,7 +123,9 @@ def wgmma_plan(name: str, m: int, n: int, ops: Operands) -> Plan:
     if ops.arch != 90:
         raise UnsupportedShape(None, f"{name} uses wgmma and TMA, compiled for sm_90a; this GPU is sm_{ops.arch}")
     if not ops.aligned:
-        raise UnsupportedShape(None, f"{name} needs TMA: 16-byte aligned A and B, K and N multiples of {16 // ELEMENT_BYTES[ops.dtype]}")
+        raise UnsupportedShape(
+            None, f"{name} needs TMA: 16-byte aligned A and B, K and N multiples of {16 // ELEMENT_BYTES[ops.dtype]}"
+        )
     if (keep or epi) and ops.dtype != "bf16":
         raise UnsupportedShape(None, f"{name}: _k1 and _e are bf16 only (TF32 fragments would not fit in registers)")
     staging = 0
@@ -256,7 +259,7 @@ def launcher(a, b, c, variant: str = "ours", dtype: str | None = None):
         kernel.max_dynamic_shared_size_bytes = p.shared_bytes
     dims = (np.int32(m), np.int32(n), np.int32(k), np.int32(GROUP_M))
     if p.tma:
-        maps = [tensor_map(t, cols, rows, dtype) for t, (cols, rows) in zip((a, b, c), p.boxes)]
+        maps = [tensor_map(t, cols, rows, dtype) for t, (cols, rows) in zip((a, b, c), p.boxes, strict=False)]
         args = (*maps, np.uint64(c.data_ptr()), *dims)
     else:
         pairs = np.int32(n % 2 == 0 and c.data_ptr() % (2 * c.element_size()) == 0)

@@ -116,7 +116,17 @@ def compile_for_census(dtype: str, shape: tuple[int, int, int], arch: str, confi
     m, n, k = shape
     cfg = config or TUTORIAL_CONFIGS[H200_PICKS.get((dtype, shape), 0)]
     element = {"bf16": "bf16", "tf32": "fp32"}[dtype]
-    ints = {"M": m, "N": n, "K": k, "stride_am": k, "stride_ak": 1, "stride_bk": n, "stride_bn": 1, "stride_cm": n, "stride_cn": 1}
+    ints = {
+        "M": m,
+        "N": n,
+        "K": k,
+        "stride_am": k,
+        "stride_ak": 1,
+        "stride_bk": n,
+        "stride_bn": 1,
+        "stride_cm": n,
+        "stride_cn": 1,
+    }
     signature = {**dict.fromkeys(("a_ptr", "b_ptr", "c_ptr"), f"*{element}"), **{name: "i32" for name in ints}}
     constexprs = {**cfg.kwargs, "PRECISION": "tf32", **{name: 1 for name, v in ints.items() if v == 1}}
     signature.update(dict.fromkeys(constexprs, "constexpr"))
@@ -131,7 +141,7 @@ def compile_for_census(dtype: str, shape: tuple[int, int, int], arch: str, confi
 
 
 # Index into TUTORIAL_CONFIGS of the configuration the autotuner picked on the H200, by (dtype,
-# shape), in two sessions (reports/matmul-variants.md); the census compiles that one. bf16 took
+# shape) (reports/matmul-variants.md); the census compiles that one. bf16 took
 # 128 x 256 x 64 (index 0) at every shape.
 H200_PICKS: dict[tuple[str, tuple[int, int, int]], int] = {
     ("tf32", (4096, 4096, 4096)): 6,  # 64 x 32 x 32, 5 stages, 2 warps

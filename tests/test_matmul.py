@@ -39,7 +39,9 @@ def test_impls_and_explicit_plans():
         plan("wgmma_tma_store", 64, 64, 64, Operands("tf32"))
     assert {i.family for i in op.impls() if i.name in VARIANTS} == {"ours"}
     explicit = op.impl("wgmma_n128_s5")
-    assert explicit.family == "ours" and explicit.compile((256, 256, 256), "sm_90").kernel.startswith("_Z13mm_wgmma_bf16ILi128ELi5E")
+    assert explicit.family == "ours" and explicit.compile((256, 256, 256), "sm_90").kernel.startswith(
+        "_Z13mm_wgmma_bf16ILi128ELi5E"
+    )
     with pytest.raises(UsageError, match="no implementation"):
         op.impl("wgmma_n96_s5")
 

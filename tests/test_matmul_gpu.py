@@ -22,7 +22,18 @@ pytestmark = pytest.mark.gpu
 OP = {op.dtype: op for op in OPS}
 # M x N x K: 1s; K not a multiple of the k tile; rows not 16-byte aligned (mma loads elements);
 # aligned rows with partial tiles on every side (TMA fills the edges with zeros); one tile exactly.
-SHAPES = ["1x1x1", "1x8x8", "7x9x5", "3x1x300", "129x257x72", "130x264x200", "257x136x1000", "300x520x8", "64x4096x33", "256x256x64"]
+SHAPES = [
+    "1x1x1",
+    "1x8x8",
+    "7x9x5",
+    "3x1x300",
+    "129x257x72",
+    "130x264x200",
+    "257x136x1000",
+    "300x520x8",
+    "64x4096x33",
+    "256x256x64",
+]
 # Explicit plans measured in the lineage besides the named variants (kernels/matmul_cuda.py).
 PLANS = {
     "bf16": [
