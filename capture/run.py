@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -96,11 +95,10 @@ class ProgramRunner(CaptureRunner):
         sampler.start()
         sampler.phase("run")
         t0 = time.perf_counter()
-        with log.open("w") as fh:
-            done = subprocess.run(
-                self.nsys_command(rep, self.spec_.program), stdout=fh, stderr=subprocess.STDOUT, env=child_env([])
-            )
-        sampler.stop()
+        try:
+            done = self.nsys_profile(rep, self.spec_.program, log, env=child_env([]))
+        finally:
+            sampler.stop()
         seconds = time.perf_counter() - t0
         if done.returncode != 0:
             raise CaptureError(

@@ -24,8 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from nsys_tools.convention import RANGE_FORMAT
-from nsys_tools.errors import CaptureError
-from nsys_tools.export import export_report, find_nsys
+from nsys_tools.errors import CaptureError, NsysToolsError
+from nsys_tools.export import export_report, find_nsys, run_nsys
 from nsys_tools.files import write_text_atomically
 from nsys_tools.scrub import scrub
 
@@ -46,7 +46,7 @@ def write_json(path: Path, data: dict) -> None:
 def _git(*args: str) -> str | None:
     try:
         out = subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True, text=True, timeout=10)
-    except OSError:
+    except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
 
@@ -58,7 +58,7 @@ def commit_info() -> dict:
 
 
 def nsys_version(nsys: Path) -> str:
-    out = subprocess.run([str(nsys), "--version"], capture_output=True, text=True)
+    out = run_nsys([str(nsys), "--version"], nsys, capture_output=True, text=True, errors="replace")
     return (out.stdout or out.stderr).strip()
 
 
@@ -144,6 +144,15 @@ class CaptureRunner:
 
     def nsys_command(self, rep: Path, program: list[str]) -> list[str]:
         return [str(self.nsys), "profile", *NSYS_TRACE, *NSYS_RANGE, "--force-overwrite=true", "-o", str(rep), *program]
+
+    def nsys_profile(self, rep: Path, program: list[str], log: Path, **kwargs) -> subprocess.CompletedProcess:
+        """Run ``program`` under nsys into ``<rep>.nsys-rep``, its output into ``log``, within the nsys
+        timeout. A hung or vanished nsys fails this unit, not the whole capture."""
+        try:
+            with log.open("w") as fh:
+                return run_nsys(self.nsys_command(rep, program), rep, stdout=fh, stderr=subprocess.STDOUT, **kwargs)
+        except NsysToolsError as exc:
+            raise CaptureError(rep, f"profiling failed: {exc.problem}: {tail(log)}", exc.hint) from exc
 
     def paths(self, unit: str) -> dict[str, Path]:
         return {"sqlite": self.out / f"{unit}.sqlite", "harness": self.out / f"{unit}.harness.json"}

@@ -13,7 +13,6 @@ Standard library only (plus the op plugins): this runs on the GPU machine.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -124,8 +123,7 @@ class SweepRunner(CaptureRunner):
         harness += ["--rounds", str(s.rounds), "--iters", str(s.iters), "--warmup", str(s.warmup)]
         harness += ["--l2", s.l2, "--outputs", s.outputs, "--out", str(work)]
         env = child_env([str(PROJECT_ROOT), os.getcwd()])
-        with log.open("w") as fh:
-            done = subprocess.run(self.nsys_command(rep, harness), stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=work)
+        done = self.nsys_profile(rep, harness, log, env=env, cwd=work)
         if done.returncode != 0:
             raise CaptureError(
                 rep.with_suffix(".nsys-rep"), f"profiling failed (exit {done.returncode}): {tail(log)}", "see the log"

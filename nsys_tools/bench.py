@@ -24,9 +24,11 @@ from pathlib import Path
 
 import polars as pl
 
+from . import cache
 from .bigexport import replicate
-from .errors import NsysNotFound
-from .export import find_nsys, open_export
+from .errors import NsysNotFound, NsysToolsError, OutputError
+from .export import find_nsys, nsys_timeout, open_export
+from .files import output_error
 
 # Run a command and report its wall time and its peak resident memory (the largest child's).
 _MEASURE = """
@@ -47,11 +49,36 @@ class Run:
 
 
 def measure(cmd: list[str]) -> dict:
-    out = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True, check=True)
-    result = json.loads(out.stdout)
+    """Run ``cmd`` once (within the nsys timeout), with its wall time and peak memory."""
+    try:
+        out = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True, timeout=nsys_timeout())
+        result = json.loads(out.stdout)
+    except subprocess.TimeoutExpired as exc:
+        raise NsysToolsError(None, f"{' '.join(cmd[:3])}... did not finish in time", "set NSYS_TOOLS_NSYS_TIMEOUT") from exc
+    except ValueError as exc:
+        raise NsysToolsError(None, f"{' '.join(cmd[:3])}... could not be measured ({out.stderr.strip()[-300:]})") from exc
     if result["rc"] != 0:
-        raise RuntimeError(f"{' '.join(cmd[:3])}... failed: {result['stderr']}")
+        raise NsysToolsError(
+            None, f"{' '.join(cmd[:3])}... failed ({result['stderr'].strip()[-300:]})", "run it alone to see why"
+        )
     return result
+
+
+def check_space(sizes: list[int], source: Path, kernels0: int, workdir: Path) -> None:
+    """Refuse sizes whose exports would not fit: each is estimated as the source export scaled
+    by its kernel count (an upper bound: the string tables are not copied), against the space
+    free in ``workdir`` less a tenth for everything else."""
+    missing = [s for s in sizes if not (workdir / f"kernels-{s}.sqlite").exists()]
+    need = sum(source.stat().st_size * max(1, round(s / max(kernels0, 1))) for s in missing)
+    where = next(p for p in (workdir, *workdir.absolute().parents) if p.exists())
+    free = shutil.disk_usage(where).free
+    if need > 0.9 * free:
+        raise OutputError(
+            workdir,
+            f"exports of {', '.join(map(str, missing))} kernels would take about {need / 1e9:,.1f} GB, "
+            f"and {free / 1e9:,.1f} GB are free there",
+            "pass smaller --kernels, or a --workdir with more space",
+        )
 
 
 SQL_BASELINE = """
@@ -125,15 +152,19 @@ def run(sizes: list[int], source: Path, workdir: Path, nsys: str | None = None, 
         nsys_exe = str(find_nsys(nsys))
     except NsysNotFound:
         nsys_exe = None
-    workdir.mkdir(parents=True, exist_ok=True)
     kernels0 = open_export(source).rows("CUPTI_ACTIVITY_KIND_KERNEL")
+    check_space(sizes, source, kernels0, workdir)
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise output_error(workdir, exc) from exc
     rows = []
     for size in sizes:
         export = workdir / f"kernels-{size}.sqlite"
         if not export.exists():
             progress(f"building {export.name} from {source.name}")
             replicate(source, export, max(0, round(size / kernels0) - 1))
-        shutil.rmtree(export.with_name(f".{export.name}.nsys-tools"), ignore_errors=True)
+        cache.clear(export)
         counts = {t: open_export(export).rows(t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME")}
         base = {
             "kernels": counts["CUPTI_ACTIVITY_KIND_KERNEL"],

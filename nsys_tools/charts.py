@@ -1,4 +1,7 @@
-"""Altair charts of a sweep: kernel time, ratio to the control, history. No I/O except ``save``."""
+"""Altair charts of a sweep: kernel time, ratio to the control, history. No I/O except ``save``.
+
+HTML charts are self-contained: Vega, Vega-Lite and vega-embed are written into the page (from
+vl-convert, no network), so they open offline and wherever the file is copied."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .files import replaced_atomically
+from .files import output_error, replaced_atomically
 
 WIDTH = 150
 HEIGHT = 220
@@ -121,12 +124,15 @@ def history(hist: pl.DataFrame, impl: str, vs: str, shape: str, band: tuple[floa
 
 
 def save(chart, stem: Path) -> list[Path]:
-    """Write ``stem``.png (vl-convert) and ``stem``.html; returns both paths."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``stem``.png (vl-convert) and a self-contained ``stem``.html; returns both paths."""
+    try:
+        stem.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise output_error(stem.parent, exc) from exc
     out = []
-    for suffix in (".png", ".html"):
+    for suffix, options in ((".png", {"scale_factor": 2}), (".html", {"inline": True})):
         target = stem.with_suffix(suffix)
         with replaced_atomically(target) as partial:
-            chart.save(str(partial), **({"scale_factor": 2} if suffix == ".png" else {}))
+            chart.save(str(partial), **options)
         out.append(target)
     return out

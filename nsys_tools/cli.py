@@ -8,6 +8,8 @@ progress go to stderr. Errors the user can fix print one ``Error:`` line and exi
 from __future__ import annotations
 
 import functools
+import io
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from .errors import NsysToolsError
+from .errors import BadExport, NsysToolsError, OutputError
 from .tables import Format
 
 app = typer.Typer(
@@ -42,12 +44,15 @@ class Nesting(str, Enum):
 
 
 def friendly(fn):
-    """Turn the toolkit's errors into one ``Error:`` line and exit code 1."""
+    """Turn the toolkit's errors into one ``Error:`` line and exit code 1. Anything else that
+    escapes is a bug: it gets one line too, saying so (``--debug`` shows the traceback)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.TyperException):  # usage errors (exit 2) and exits
+            raise
         except NsysToolsError as err:
             if _debug["on"]:
                 raise
@@ -56,18 +61,44 @@ def friendly(fn):
         except KeyboardInterrupt:
             stderr.print("Interrupted.", markup=False)
             raise typer.Exit(130) from None
+        except Exception as err:
+            if _debug["on"]:
+                raise
+            stderr.print(f"Error: {BUG} ({type(err).__name__}: {err}); run again with --debug and report it", markup=False)
+            raise typer.Exit(1) from None
 
     return wrapper
 
 
+BUG = "unexpected failure, a bug in nsys-tools"
+
+
 def emit(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    """Data to stdout; a closed pipe or a full device is an ``Error:`` (and stdout is closed
+    quietly, so the interpreter does not fail again flushing it at exit)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+        raise OutputError(None, f"cannot write to standard output ({exc.strerror or exc})", "check where stdout goes") from exc
 
 
 @app.callback()
 def main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False) -> None:
     _debug["on"] = debug
+
+
+def _output(output: Path | None, inputs=()) -> Path | None:
+    """``--output``, checked before any work (``files.output_target``): the file to write."""
+    if output is None:
+        return None
+    from .files import output_target
+
+    return output_target(output, inputs)
 
 
 def _write(text: str, output: Path | None) -> None:
@@ -77,9 +108,23 @@ def _write(text: str, output: Path | None) -> None:
         return
     from .files import write_text_atomically
 
-    output.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomically(output, text)
     stderr.print(f"Wrote {output}", markup=False)
+
+
+def _glob(pattern: str | None, option: str) -> str | None:
+    """A --range or --kernel glob, checked once: a pattern that makes no regular expression is a usage error."""
+    if pattern is None:
+        return None
+    import polars as pl
+
+    from .report import glob_regex
+
+    try:
+        pl.Series([""]).str.contains(glob_regex(pattern))
+    except pl.exceptions.PolarsError as exc:
+        raise typer.BadParameter(f"{pattern!r} is not a usable pattern ({str(exc).splitlines()[0]})", param_hint=option) from None
+    return pattern
 
 
 @app.command()
@@ -110,9 +155,17 @@ def report(
         Optional[Path], typer.Option(help="nsys executable, to export .nsys-rep files (default: $NSYS, then PATH).")
     ] = None,
     ledger: Annotated[
-        Optional[Path], typer.Option(help="Ledger for bands and history with --issue (default reports/ledger.sqlite).")
+        Optional[Path],
+        typer.Option(
+            help="Ledger for bands and history with --issue (default: $NSYS_TOOLS_LEDGER, else ledger.sqlite "
+            "beside the sweeps folder, else reports/ledger.sqlite)."
+        ),
     ] = None,
-    charts: Annotated[Optional[Path], typer.Option(help="Folder for the --issue charts (default: <sweep>/charts).")] = None,
+    charts: Annotated[Optional[Path], typer.Option(help="Folder for the --issue charts (default: charts/<sweep id>).")] = None,
+    chart_base_url: Annotated[
+        Optional[str],
+        typer.Option("--chart-base-url", help="With --issue: link the charts as URL/<chart>.png (where they will be uploaded)."),
+    ] = None,
     control: Annotated[
         Optional[str], typer.Option(help="With --issue: compare with this implementation instead of the sweep's control.")
     ] = None,
@@ -122,7 +175,9 @@ def report(
 
     For exports: instances, total, mean, median, min, max, stddev, p10 and p90 of each kernel per
     NVTX range. Each kernel belongs to the range enclosing the API call that launched it, on the
-    launching thread; kernels outside every range are reported with an empty range.
+    launching thread; kernels outside every range are reported with an empty range. A folder
+    with exports that cannot be read is still reported: the failures are listed and the exit
+    code is 1.
 
     For a sweep folder: one row per (op, impl, shape, l2) with kernel time from the trace and the
     event span measured with tracing off. With --issue: the comment for an issue thread.
@@ -131,55 +186,122 @@ def report(
 
     if not paths and not demo:
         raise typer.BadParameter("give one or more exports or sweep folders, or --demo", param_hint="PATHS")
+    if demo and paths:
+        raise typer.BadParameter("--demo reads the bundled sweep: give no paths with it", param_hint="--demo")
     from .resources import demo_capture, demo_ledger
 
     inputs = [demo_capture()] if demo else list(paths or [])
     sweeps = [p for p in inputs if is_sweep(p)]
     if sweeps and len(sweeps) != len(inputs):
         raise typer.BadParameter("give either sweep folders or exports, not both", param_hint="PATHS")
+    export_only = {
+        "--range": range_glob is not None,
+        "--kernel": kernel_glob is not None,
+        "--names": names is not Names.demangled,
+        "--include-memops": include_memops,
+        "--nesting": nesting is not Nesting.innermost,
+        "--per-file": per_file,
+    }
+    given = [name for name, on in export_only.items() if on]
+    if sweeps and given:
+        raise typer.BadParameter(f"{', '.join(given)} apply to exports, not sweep folders", param_hint=given[0])
+    issue_only = [
+        n
+        for n, v in (("--ledger", ledger), ("--charts", charts), ("--chart-base-url", chart_base_url), ("--control", control))
+        if v is not None
+    ]
+    if issue_only and not issue:
+        raise typer.BadParameter(f"{', '.join(issue_only)} go with --issue", param_hint=issue_only[0])
     if issue:
         if len(sweeps) != 1:
             raise typer.BadParameter("--issue takes exactly one sweep folder", param_hint="PATHS")
+        from . import ledger as L
         from .issue import compose
-        from .ledger import DEFAULT_PATH
         from .sweep import load
 
+        ledger_path = ledger or (demo_ledger() if demo else L.default_path(sweeps[0]))
+        target = _output(output, [*_folder_files(sweeps[0]), *([ledger_path] if ledger_path else [])])
         sweep = load(sweeps[0])
-        ledger_path = ledger or (demo_ledger() if demo else DEFAULT_PATH)
-        charts_dir = charts or (Path("charts") / sweep.id if demo else sweep.path / "charts")
-        base = output.parent if output else Path.cwd()  # links work from where the markdown lands
-        comment = compose(sweep, ledger_path, charts_dir, link_base=_relative(charts_dir, base), control=control)
-        _write(comment.markdown, output)
-        stderr.print(f"Charts in {charts_dir}", markup=False)
+        charts_dir = charts or Path("charts") / sweep.id
+        has_ledger = ledger_path is not None and ledger_path.exists()
+        stderr.print(
+            f"Ledger: {ledger_path}" if has_ledger else f"No ledger at {ledger_path}: no bands or history (pass --ledger)",
+            markup=False,
+        )
+        base = target.parent if target else Path.cwd()  # links work from where the markdown lands
+        link_base = chart_base_url.rstrip("/") if chart_base_url else _relative(charts_dir, base)
+        comment = compose(sweep, ledger_path if has_ledger else None, charts_dir, link_base=link_base, control=control)
+        _write(comment.markdown, target)
+        stderr.print(f"Charts written to {charts_dir} ({len(comment.charts)} files)", markup=False)
         return
     from .tables import render
 
+    failures: list[NsysToolsError] = []
     if sweeps:
         from .sweep import sweep_table
 
+        target = _output(output, [f for s in sweeps for f in _folder_files(s)])
         frame = sweep_table(sweeps)
     else:
         from rich.progress import Progress
 
-        from .report import expand_inputs, kernel_summary
+        from .inputs import expand_inputs
+        from .report import kernel_summary
 
         files = expand_inputs(inputs)
+        target = _output(output, _read_by(files))
         with Progress(console=stderr, transient=True, disable=len(files) < 2) as bar:
             task = bar.add_task("Reading exports", total=len(files))
             frame = kernel_summary(
                 files,
-                range_glob=range_glob,
-                kernel_glob=kernel_glob,
+                range_glob=_glob(range_glob, "--range"),
+                kernel_glob=_glob(kernel_glob, "--kernel"),
                 names=names.value,
                 include_memops=include_memops,
                 nesting=nesting.value,
                 per_file=per_file,
                 nsys=nsys,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
+                failures=failures if len(files) > 1 else None,
             )
+        if len(failures) == len(files):
+            _fail(failures, f"none of the {len(files)} exports could be read")
     if frame.is_empty():
         stderr.print("No kernels matched: the table is empty.", markup=False)
-    _write(render(frame, fmt), output)
+    _write(render(frame, fmt), target)
+    if failures:
+        _fail(
+            failures,
+            f"{len(failures)} of {len(files)} exports could not be read; the table covers the other {len(files) - len(failures)}",
+        )
+
+
+def _fail(failures: list[NsysToolsError], summary: str) -> None:
+    """List the exports that failed, one ``Error:`` line each, then exit 1."""
+    for err in failures:
+        stderr.print(f"Error: {err}", markup=False)
+    stderr.print(f"Error: {summary}", markup=False)
+    raise typer.Exit(1)
+
+
+def _folder_files(folder: Path) -> list[Path]:
+    """The files of a sweep folder, which an output must not replace."""
+    return [f for f in folder.iterdir() if f.is_file()]
+
+
+def _read_by(exports: list[Path]) -> list[Path]:
+    """The files reading ``exports`` touches (a report's .sqlite too), which an output must not replace."""
+    from .export import REPORT_SUFFIXES
+
+    return [*exports, *(f.with_suffix(".sqlite") for f in exports if f.suffix in REPORT_SUFFIXES)]
+
+
+def _capture_files(path: Path) -> list[Path]:
+    """The files one side of ``compare`` reads: a sweep folder's, or its exports."""
+    from .inputs import expand_inputs
+    from .sweep import is_sweep
+
+    return _folder_files(path) if is_sweep(path) else _read_by(expand_inputs([path]))
 
 
 def _relative(target: Path, base: Path) -> str:
@@ -188,7 +310,9 @@ def _relative(target: Path, base: Path) -> str:
     return os.path.relpath(target.resolve(), base.resolve())
 
 
-LedgerOption = Annotated[Optional[Path], typer.Option("--ledger", help="Ledger database (default reports/ledger.sqlite).")]
+LedgerOption = Annotated[
+    Optional[Path], typer.Option("--ledger", help="Ledger database (default: $NSYS_TOOLS_LEDGER, else reports/ledger.sqlite).")
+]
 capture_app = typer.Typer(help="Run Nsight Systems captures on a GPU.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(capture_app, name="capture")
 
@@ -399,8 +523,9 @@ def _add_to_ledger(folder: Path, ledger: Path | None) -> None:
             markup=False,
         )
         return
-    row = L.add(load(folder), ledger or L.DEFAULT_PATH)
-    stderr.print(f"Added to the ledger {ledger or L.DEFAULT_PATH} ({'quiet' if row['quiet'] else 'under load'}).", markup=False)
+    path = ledger or L.default_path(folder)
+    row = L.add(load(folder), path)
+    stderr.print(f"Added to the ledger {path} ({'quiet' if row['quiet'] else 'under load'}).", markup=False)
 
 
 @app.command()
@@ -434,18 +559,21 @@ def compare(
     from . import ledger as L
     from .tables import render
 
+    if session_noise is not None and ledger is not None:
+        raise typer.BadParameter("--ledger is not read when --session-noise is given", param_hint="--ledger")
+    target = _output(output, [*_capture_files(base), *_capture_files(new)])
     a, b = C.open_capture(base, nsys), C.open_capture(new, nsys)
     if session_noise is not None:
         sd, source = session_noise / 100, "as given"
     else:
-        path = ledger or L.DEFAULT_PATH
+        path = ledger or L.default_path(new)
         sd, dof = L.session_noise(path, b.meta.get("gpu", ""), exclude=[*a.ids, *b.ids])
         source = f"pooled over {dof} degrees of freedom of replicated quiet sessions in {path}, upper 95% bound"
     table = C.compare(a, b, session_sd=math.sqrt(2) * sd)
     method = C.method(a, b, math.sqrt(2) * sd, source)
     for line in C.differences(a, b):
         stderr.print(f"Warning: the captures differ in {line}", markup=False)
-    _write(C.markdown(a, b, table, method) if fmt is Format.markdown else render(table, fmt), output)
+    _write(C.markdown(a, b, table, method) if fmt is Format.markdown else render(table, fmt), target)
     if fail_on_regression is not None:
         worse = C.regressions(table, fail_on_regression)
         if worse.height:
@@ -460,15 +588,37 @@ def compare(
 @app.command()
 @friendly
 def scrub(
-    paths: Annotated[list[Path], typer.Argument(help="Exports (.sqlite) to scrub in place.")],
+    paths: Annotated[list[Path], typer.Argument(help="Exports (.sqlite) to scrub in place (the file behind a symlink).")],
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Write nothing: list what would be removed, and exit 1 if anything identifying is there."),
+    ] = False,
 ) -> None:
-    """Remove the profiled process's environment, user and host names and home paths from exports."""
+    """Remove the profiled process's environment, user and host names, home paths, command lines and
+    credentials from exports, and nothing the analysis reads (kernel, API and NVTX names stay)."""
+    from .scrub import check as check_export
     from .scrub import scrub as scrub_export
 
+    failures, unclean = [], []
     for path in paths:
-        result = scrub_export(path)
+        try:
+            result = check_export(path) if check else scrub_export(path)
+        except NsysToolsError as err:
+            failures.append(err)
+            continue
         detail = ", ".join(f"{n} {what}" for what, n in result.changed.items()) or "nothing to remove"
-        stderr.print(f"{path}: {detail}", markup=False)
+        stderr.print(f"{path}: {'would remove ' if check and result.total else ''}{detail}", markup=False)
+        if check:
+            emit("".join(f"{path}: {line}\n" for line in result.examples))
+        for line in result.kept:
+            stderr.print(f"Warning: {path}: left as it is, {line}", markup=False)
+        if not result.clean:
+            unclean.append(path)
+    if failures:
+        _fail(failures, f"{len(failures)} of {len(paths)} exports could not be {'checked' if check else 'scrubbed'}")
+    if check and unclean:
+        stderr.print(f"Error: {len(unclean)} of {len(paths)} exports hold identity; run nsys-tools scrub on them", markup=False)
+        raise typer.Exit(1)
 
 
 ledger_app = typer.Typer(
@@ -483,11 +633,12 @@ def ledger_add(
     sweeps: Annotated[list[Path], typer.Argument(help="Sweep folders to add (or replace).")],
     ledger: LedgerOption = None,
 ) -> None:
-    """Add sweeps to the ledger, with their statistics and contention verdict."""
+    """Add sweeps to the ledger, with their statistics and contention verdict. A sweep in which no
+    shape completed is refused."""
     from . import ledger as L
     from .sweep import load
 
-    path = ledger or L.DEFAULT_PATH
+    path = ledger or L.default_path(sweeps[0])
     for folder in sweeps:
         row = L.add(load(folder), path)
         state = "quiet" if row["quiet"] else "under load"
@@ -503,11 +654,15 @@ def ledger_reject(
     sweep: Annotated[Optional[str], typer.Option(help="The sweep the metric comes from.")] = None,
     ledger: LedgerOption = None,
 ) -> None:
-    """Record a variant that was measured and not kept; reports carry a "Rejected so far" table."""
+    """Record a variant that was measured and not kept; reports carry a "Rejected so far" table.
+    The default ledger must exist; a new one is made only where --ledger names it."""
     from . import ledger as L
 
-    L.reject(ledger or L.DEFAULT_PATH, variant, metric, why, sweep)
-    stderr.print(f"{variant}: recorded as rejected", markup=False)
+    path = ledger or L.default_path()
+    if ledger is None and not path.exists():
+        raise BadExport(path, "no ledger here", "pass --ledger PATH to start one")
+    L.reject(path, variant, metric, why, sweep)
+    stderr.print(f"{variant}: recorded as rejected in {path}", markup=False)
 
 
 @ledger_app.command("list")
@@ -520,7 +675,7 @@ def ledger_list(
     from . import ledger as L
     from .tables import render
 
-    emit(render(L.sessions(ledger or L.DEFAULT_PATH), fmt))
+    emit(render(L.sessions(ledger or L.default_path()), fmt))
 
 
 @app.command()
@@ -539,9 +694,11 @@ def history(
     from . import ledger as L
     from .tables import render
 
-    path = ledger or L.DEFAULT_PATH
+    path = ledger or L.default_path()
     shape = shape.strip().lower().replace("×", "x")
     vs = vs or L.latest_control(path)
+    if impl == vs:
+        raise typer.BadParameter(f"--impl and --vs are both {impl!r}: compare two implementations", param_hint="--vs")
     frame = (
         L.history(path, shape, impl, vs, l2.value)
         .drop_nulls(["impl_ns", "vs_ns"])
@@ -586,6 +743,9 @@ def census(
     from .plugin import load
     from .tables import render
 
+    if impls is not None and not _items(impls):
+        raise typer.BadParameter(f"{impls!r}: name at least one implementation, e.g. ours,triton", param_hint="--impls")
+    target = _output(output, [capture] if capture else [])
     registry = load(plugin or [])
     chosen = registry.op(op)
     entries = registry.impls(chosen, impls)
@@ -597,7 +757,7 @@ def census(
         for impl, fields in zip(table["impl"], table["disagrees"], strict=True):
             if fields:
                 stderr.print(f"Warning: {impl}: census and trace disagree on {fields}", markup=False)
-    _write(C.markdown(table) if fmt is Format.markdown else render(table, fmt), output)
+    _write(C.markdown(table) if fmt is Format.markdown else render(table, fmt), target)
 
 
 @app.command()

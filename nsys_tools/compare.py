@@ -60,15 +60,17 @@ def _open_sweep(path: Path) -> Capture:
 
 def _open_exports(path: Path, nsys=None) -> Capture:
     from . import events
-    from .export import open_export
-    from .report import expand_inputs, named_ops
+    from .export import open_export, reading
+    from .inputs import expand_inputs
+    from .report import named_ops
 
     files = expand_inputs([path])
     frames = [named_ops(f, nsys=nsys).with_columns(file=pl.lit(str(f))) for f in files]
     rows = pl.concat(frames).filter(pl.col("range") != "")
-    first = open_export(files[0], nsys)
-    gpus = events.gpus(first)
-    info = events.session(first)
+    with reading(files[0]):
+        first = open_export(files[0], nsys)
+        gpus = events.gpus(first)
+        info = events.session(first)
     meta = {
         "gpu": ", ".join(sorted(set(gpus["gpu_name"].drop_nulls()))) if gpus.height else "",
         "driver": str(info.get("driver") or ""),

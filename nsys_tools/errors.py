@@ -25,12 +25,20 @@ class MissingTable(BadExport):
     """The export lacks a table this analysis needs."""
 
 
+class MissingColumn(BadExport):
+    """A table the analysis reads lacks a column it needs."""
+
+
 class NsysNotFound(NsysToolsError):
     """No usable ``nsys`` executable."""
 
 
 class CaptureError(NsysToolsError):
     """A capture step failed (profiling, export, harness)."""
+
+
+class OutputError(NsysToolsError):
+    """An output cannot be written where it was asked for (an input, a folder, a device, no space)."""
 
 
 class UsageError(NsysToolsError):

@@ -64,12 +64,16 @@ def kernels(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
         ex.require(S.KERNEL, cuda_hint(ex))
     wanted = set(columns or [f.name for f in S.KERNEL_FIELDS]) | {"start_ns", "end_ns"}
     fields = [f for f in S.KERNEL_FIELDS if f.name in wanted]
+    ex.check_columns(S.KERNEL, [*S.REQUIRED_COLUMNS[S.KERNEL], *(f.sources for f in fields if f.name.endswith("_name_id"))])
     return ex.select(S.KERNEL, fields).with_columns(duration_ns=pl.col("end_ns") - pl.col("start_ns"))
 
 
 def memops(ex: Export) -> pl.LazyFrame:
     """Memcpy and memset operations, with ``op`` ("memcpy" | "memset"), ``copy_kind`` and ``bytes``."""
     frames = []
+    for table in (S.MEMCPY, S.MEMSET):
+        if ex.has(table):
+            ex.check_columns(table)
     if ex.has(S.MEMCPY):
         kinds = pl.DataFrame(
             {"copy_kind": list(S.MEMCPY_KINDS), "copy_kind_name": list(S.MEMCPY_KINDS.values())},
@@ -111,6 +115,8 @@ def api_calls(
     if correlation_ids is not None:
         where = _in_ids("correlationId", correlation_ids)
     fields = S.API_FIELDS if columns is None else [f for f in S.API_FIELDS if f.name in columns]
+    for t in tables:
+        ex.check_columns(t)
     frames = [ex.select(t, fields, where) for t in tables]
     return pl.concat(frames, how="vertical").with_columns(pid=_pid(pl.col("tid")))
 
@@ -149,6 +155,7 @@ def nvtx_ranges(ex: Export) -> pl.LazyFrame:
     }
     if not ex.has(S.NVTX):
         return pl.LazyFrame(schema=out_schema)
+    ex.check_columns(S.NVTX)
     types = S.NVTX_PUSHPOP + S.NVTX_STARTEND + (S.NVTX_DOMAIN_CREATE,)
     raw = ex.select(S.NVTX, S.NVTX_FIELDS, f"eventType IN ({','.join(map(str, types))})").collect()
     raw = attach_names(ex, raw, {"text_id": "text_from_id"}).with_columns(

@@ -2,7 +2,9 @@
 
 ``open_export`` checks the file before anything reads it (exists, SQLite, not truncated, an
 nsys export) and returns an ``Export`` that knows which tables and columns are present.
-``Export.select`` reads one table's projected columns as a LazyFrame.
+``Export.select`` reads one table's projected columns as a LazyFrame; ``check_columns`` stops
+a reader that would otherwise get nulls for a column its analysis needs. ``reading(path)``
+turns what SQLite, connectorx or Polars raise on a damaged file into one ``BadExport``.
 """
 
 from __future__ import annotations
@@ -11,31 +13,35 @@ import os
 import shutil
 import sqlite3
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from .errors import BadExport, MissingTable, NsysNotFound
+from .errors import BadExport, MissingColumn, MissingTable, NsysNotFound, NsysToolsError, UsageError
 from .files import replaced_atomically
-from .schema import STRINGS, Field
+from .schema import REQUIRED_COLUMNS, STRINGS, Field
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 PARTITION_ROWS = 500_000  # tables larger than this are read in parallel rowid partitions
+NSYS_TIMEOUT_S = 3600  # the longest any nsys call may take; $NSYS_TOOLS_NSYS_TIMEOUT overrides it
 
 
 def find_nsys(explicit: str | Path | None = None, *, needed_for: str | Path | None = None) -> Path:
-    """The nsys executable: ``explicit`` (``--nsys``), then ``$NSYS``, then ``PATH``."""
+    """The nsys executable, as an absolute path: ``explicit`` (``--nsys``), then ``$NSYS``, then ``PATH``."""
     for origin, candidate in (("--nsys", explicit), ("$NSYS", os.environ.get("NSYS"))):
         if candidate:
-            exe = Path(candidate)
+            exe = Path(os.path.abspath(candidate))
             if exe.is_file() and os.access(exe, os.X_OK):
                 return exe
-            raise NsysNotFound(exe, f"is not an executable nsys (from {origin})", "pass --nsys PATH or set $NSYS to the nsys CLI")
+            raise NsysNotFound(
+                candidate, f"is not an executable nsys (from {origin})", "pass --nsys PATH or set $NSYS to the nsys CLI"
+            )
     found = shutil.which("nsys")
     if found:
-        return Path(found)
+        return Path(found).absolute()
     raise NsysNotFound(
         needed_for,
         "nsys (the Nsight Systems CLI) was not found",
@@ -43,30 +49,144 @@ def find_nsys(explicit: str | Path | None = None, *, needed_for: str | Path | No
     )
 
 
+def nsys_timeout() -> float:
+    """Seconds any nsys call may run: ``$NSYS_TOOLS_NSYS_TIMEOUT`` or ``NSYS_TIMEOUT_S``."""
+    raw = os.environ.get("NSYS_TOOLS_NSYS_TIMEOUT", "")
+    try:
+        value = float(raw) if raw else NSYS_TIMEOUT_S
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise UsageError(None, f"NSYS_TOOLS_NSYS_TIMEOUT={raw!r} is not a positive number of seconds", "unset it or fix it")
+    return value
+
+
+def run_nsys(cmd: Sequence[str], about: str | Path | None, **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run`` for an nsys command, with the timeout; a hung or missing nsys is an error."""
+    limit = nsys_timeout()
+    try:
+        return subprocess.run(list(cmd), timeout=limit, **kwargs)
+    except subprocess.TimeoutExpired as exc:
+        raise NsysToolsError(
+            about,
+            f"nsys {cmd[1] if len(cmd) > 1 else ''} did not finish within {limit:g} s",
+            "set NSYS_TOOLS_NSYS_TIMEOUT to allow longer",
+        ) from exc
+    except OSError as exc:
+        raise NsysNotFound(
+            cmd[0], f"cannot be run ({exc.strerror or exc})", "pass --nsys PATH or set $NSYS to the nsys CLI"
+        ) from exc
+
+
+def _nsys_complaint(output: str) -> tuple[str, str]:
+    """The line of nsys's output worth showing, and a hint: a version mismatch is named as nsys put it."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    version = [line for line in lines if "version" in line.lower()]
+    if version:
+        return version[-1], "export it with the Nsight Systems version that wrote it, or a newer one (--nsys PATH)"
+    return (lines[-1] if lines else "no output"), "is it a complete .nsys-rep?"
+
+
+def export_is_current(report: Path, target: Path) -> bool:
+    """Whether ``target`` (a .sqlite) is at least as new as ``report`` (its .nsys-rep)."""
+    return target.is_file() and target.stat().st_mtime >= report.stat().st_mtime
+
+
 def export_report(report: Path, nsys: str | Path | None = None) -> Path:
     """Export ``report`` (.nsys-rep) to a sibling ``.sqlite``, reusing it while it is newer."""
     target = report.with_suffix(".sqlite")
-    if target.exists() and target.stat().st_mtime >= report.stat().st_mtime:
+    if export_is_current(report, target):
         return target
     exe = find_nsys(nsys, needed_for=report)
     with replaced_atomically(target) as partial:
+        try:
+            os.close(os.open(partial, os.O_WRONLY | os.O_CREAT, 0o644))
+        except OSError as exc:
+            raise BadExport(
+                report,
+                f"its export cannot be written beside it ({exc.strerror})",
+                f"copy it to a writable folder, or run nsys export --type sqlite --output DIR/{target.name} on it and pass that",
+            ) from exc
         cmd = [str(exe), "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(partial), str(report)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0 or not partial.exists():
-            last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise BadExport(report, f"nsys export failed ({last[0]})", "is it a complete .nsys-rep?")
+        done = run_nsys(cmd, report, capture_output=True, text=True, errors="replace")
+        if done.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0:
+            line, hint = _nsys_complaint(f"{done.stdout}\n{done.stderr}")
+            raise BadExport(report, f"nsys export failed ({line})", hint)
     return target
+
+
+_READ_PROBLEMS = (
+    (
+        ("decode", "utf-8", "utf8"),
+        "holds text that is not valid UTF-8",
+        "is it an unmodified Nsight Systems export? export it again",
+    ),
+    (("locked", "busy"), "is locked by another program", "wait for the program writing it to finish, or read a copy"),
+    (
+        ("unable to open", "permission denied", "readonly"),
+        "cannot be opened",
+        "check its permissions and its folder's, and for a -journal or -wal file left beside it by a writer that crashed",
+    ),
+    (
+        ("conversion error", "invalid column type", "cannot cast", "mismatched", "could not convert", "datatype mismatch"),
+        "holds values of unexpected types",
+        "is it an unmodified Nsight Systems export?",
+    ),
+    (
+        ("no such column", "no such table"),
+        "lacks a table or column the query needs",
+        "is it an unmodified Nsight Systems export?",
+    ),
+)
+
+
+def read_error(source: str | Path, exc: BaseException) -> BadExport:
+    """What SQLite, connectorx or Polars raised while reading ``source``, as one ``BadExport``."""
+    text = " ".join(str(exc).split())[:200] or type(exc).__name__
+    low = text.lower()
+    for needles, problem, hint in _READ_PROBLEMS:
+        if any(n in low for n in needles):
+            return BadExport(source, f"{problem} ({text})", hint)
+    return BadExport(source, f"is damaged ({text})", "the file may be truncated or corrupt; export or copy it again")
+
+
+def _reader_failure(exc: BaseException) -> bool:
+    """Errors of the readers (not of this toolkit, not interrupts): SQLite, decoding, I/O,
+    connectorx (RuntimeError, or a Rust panic), Polars."""
+    if isinstance(exc, (NsysToolsError, KeyboardInterrupt, SystemExit, GeneratorExit)):
+        return False
+    if isinstance(exc, (sqlite3.Error, UnicodeDecodeError, OSError, RuntimeError, OverflowError)):
+        return True
+    return type(exc).__name__ == "PanicException" or type(exc).__module__.startswith("polars")
+
+
+@contextmanager
+def reading(source: str | Path) -> Iterator[None]:
+    """Run a block that reads ``source``; a damaged file comes out as one ``BadExport`` naming it."""
+    try:
+        yield
+    except BaseException as exc:
+        if _reader_failure(exc):
+            raise read_error(source, exc) from exc
+        raise
 
 
 def check_sqlite(path: Path) -> None:
     """Fail early, naming the file, for anything that is not a whole SQLite database."""
     if not path.exists():
-        raise BadExport(path, "no such file", "check the path")
-    size = path.stat().st_size
+        raise BadExport(path, "no such file", "check the path" + (" (a broken symlink)" if path.is_symlink() else ""))
+    if path.is_dir():
+        raise BadExport(
+            path, "is a folder, not an export", "pass the .sqlite or .nsys-rep files inside it, or the folder without the suffix"
+        )
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            header = fh.read(100)
+    except OSError as exc:
+        raise BadExport(path, f"cannot be read ({exc.strerror or exc})", "check its permissions") from exc
     if size == 0:
         raise BadExport(path, "empty file (0 bytes)", "the export did not finish; run nsys export --type sqlite again")
-    with path.open("rb") as fh:
-        header = fh.read(100)
     if not header.startswith(SQLITE_MAGIC):
         raise BadExport(path, "not an SQLite file", "pass an Nsight Systems .sqlite export or a .nsys-rep report")
     if len(header) < 100:
@@ -110,8 +230,22 @@ class Export:
 
     def rows(self, table: str) -> int:
         """An upper bound on the rows of ``table`` (its largest rowid), without a scan."""
-        with self.connect() as con:
+        with reading(self.source), self.connect() as con:
             return con.execute(f"SELECT coalesce(max(rowid), 0) FROM {table}").fetchone()[0]
+
+    def check_columns(self, table: str, needed: Iterable[str | tuple[str, ...]] | None = None) -> None:
+        """Stop with an error naming the column when ``table`` lacks one its analysis needs
+        (``needed``, by default ``schema.REQUIRED_COLUMNS[table]``; a tuple means any one of
+        them), instead of reading it as nulls."""
+        present = self.tables.get(table, frozenset())
+        for column in REQUIRED_COLUMNS.get(table, ()) if needed is None else needed:
+            options = (column,) if isinstance(column, str) else column
+            if not any(c in present for c in options):
+                raise MissingColumn(
+                    self.source,
+                    f"{table} has no {' or '.join(options)} column, which the analysis needs",
+                    "is it an unmodified Nsight Systems export (2020.5 or later)? export it again",
+                )
 
     def fetch(self, sql: str | list[str], schema: dict[str, object]):
         """Run ``sql`` (or its partitions, in parallel) and return a DataFrame with ``schema``:
@@ -122,11 +256,9 @@ class Export:
         from . import cache
 
         def read() -> pl.DataFrame:
-            try:
+            with reading(self.source):
                 df = pl.read_database_uri(sql, self.uri, engine="connectorx")
-            except RuntimeError as exc:
-                raise BadExport(self.source, f"cannot be read ({exc})", "the file may be truncated or corrupt") from exc
-            return df.select(pl.col(c).cast(t) if c in df.columns else pl.lit(None, t).alias(c) for c, t in schema.items())
+                return df.select(pl.col(c).cast(t) if c in df.columns else pl.lit(None, t).alias(c) for c, t in schema.items())
 
         return cache.memo(self, sql, read)
 
@@ -159,22 +291,31 @@ def _connect(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
+def newer_report(export: Path) -> Path | None:
+    """The ``.nsys-rep`` beside ``export`` when it is newer than it (the export is stale)."""
+    for suffix in REPORT_SUFFIXES:
+        report = export.with_suffix(suffix)
+        if report.is_file() and not export_is_current(report, export):
+            return report
+    return None
+
+
 def open_export(path: str | Path, nsys: str | Path | None = None) -> Export:
     """Open an export for reading, exporting a ``.nsys-rep`` through nsys first."""
     source = Path(path)
     if not source.exists():
-        raise BadExport(source, "no such file", "check the path")
-    sqlite_path = export_report(source, nsys) if source.suffix in REPORT_SUFFIXES else source
+        raise BadExport(source, "no such file", "check the path" + (" (a broken symlink)" if source.is_symlink() else ""))
+    report = source if source.suffix in REPORT_SUFFIXES else newer_report(source)
+    sqlite_path = export_report(report, nsys) if report else source
     check_sqlite(sqlite_path)
-    try:
-        with _connect(sqlite_path) as con:
+    with reading(source):
+        with _connect(sqlite_path) as con:  # the declared types are read too: a damaged schema fails here
             rows = con.execute(
-                "SELECT m.name, p.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p WHERE m.type = 'table'"
+                "SELECT m.name, p.name, p.type FROM sqlite_master AS m, pragma_table_info(m.name) AS p WHERE m.type = 'table'"
             ).fetchall()
-    except sqlite3.DatabaseError as exc:
-        raise BadExport(source, f"cannot be read ({exc})", "the file may be truncated or corrupt") from exc
+        con.close()
     tables: dict[str, set[str]] = {}
-    for table, column in rows:
+    for table, column, _ in rows:
         tables.setdefault(table, set()).add(column)
     if not tables:
         raise BadExport(source, "holds no tables (an empty export)", "was anything captured? check the nsys profile run")

@@ -55,7 +55,7 @@ def _grid(df: pl.DataFrame, cell: Callable[[dict], str], impls: list[str], alloc
     cells = {(r["shape"], r["impl"]): cell(r) for r in df.iter_rows(named=True)}
     heads = [escape(c) + (f" {ALLOCATES}" if c in allocating else "") for c in cols]
     lines = ["| shape | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(cols)]
-    lines += ["| " + " | ".join([s] + [escape(cells.get((s, c), "–")) for c in cols]) + " |" for s in shapes]
+    lines += ["| " + " | ".join([escape(s)] + [escape(cells.get((s, c), "–")) for c in cols]) + " |" for s in shapes]
     return "\n".join(lines) + "\n"
 
 
@@ -244,8 +244,8 @@ def compose(
             "\n#### Bandwidth: bytes that must move over the median kernel time, and the same-session "
             f"{floor}'s time as a share of it\n",
             _grid(
-                summ.filter(pl.col("gbps").is_not_null()),
-                lambda r: f"{r['gbps']:,.0f} GB/s ({100 * base[r['shape']] / r['kernel_median_ns']:.1f}% of {floor})",
+                summ.filter(pl.col("gb_per_s").is_not_null()),
+                lambda r: f"{r['gb_per_s']:,.0f} GB/s ({100 * base[r['shape']] / r['kernel_median_ns']:.1f}% of {floor})",
                 impls,
                 allocating,
             ),

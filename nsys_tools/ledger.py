@@ -6,6 +6,14 @@ Tables:
   stats     one row per (session, op, impl, shape, l2): kernel-time and event-span statistics;
   rejected  variants measured and not kept: the variant, its metric, why.
 
+A ledger is checked before use: an empty file, a file that is not SQLite, a damaged one, or
+one whose tables are not a ledger's is an error naming it. Ledgers written before the bandwidth
+column was named ``gb_per_s`` (it was ``gbps``) are read as they are and migrated on the next
+write. A sweep in which no shape completed is never added as a session.
+
+Where the ledger is: ``--ledger``, else ``$NSYS_TOOLS_LEDGER``, else (``default_path``)
+``ledger.sqlite`` beside the ``sweeps`` folder a sweep sits in, else ``reports/ledger.sqlite``.
+
 Control bands come from the quiet sessions: for each (GPU, control, shape, L2), the min-max of
 the control's per-session kernel median, widened by ``BAND_MARGIN`` on each side (two quiet
 sessions of the same build differ by under 1%), under the same output policy (a control that
@@ -17,29 +25,98 @@ writes a reused buffer is faster than one that writes cold ones). A band needs
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
 
-from .errors import BadExport
+from .errors import BadExport, CaptureError, UsageError
+from .export import SQLITE_MAGIC, reading
+from .files import output_error
 from .sweep import KEYS, SUMMARY_COLUMNS, Sweep, summary
 from .verdict import Session, judge
 
 DEFAULT_PATH = Path("reports/ledger.sqlite")
+ENV = "NSYS_TOOLS_LEDGER"
 BAND_MARGIN = 0.01
 BAND_MIN_SESSIONS = 2
 STAT_COLUMNS = tuple(c for c in SUMMARY_COLUMNS if c not in (*KEYS, "kernels"))
+# The columns each ledger table must have; a ledger holds at least one of these tables.
+TABLES = {
+    "sessions": {"id", "created_utc", "gpu", "quiet"},
+    "stats": {"session_id", *KEYS, "kernel_median_ns"},
+    "rejected": {"variant", "metric", "why"},
+}
+RENAMED = {"gbps": "gb_per_s"}  # old stats column -> its name now
+
+
+def default_path(near: Path | None = None) -> Path:
+    """The ledger when --ledger is not given: ``$NSYS_TOOLS_LEDGER``; for a sweep folder inside
+    a ``sweeps`` folder, ``ledger.sqlite`` beside that folder; else ``reports/ledger.sqlite``."""
+    if os.environ.get(ENV):
+        return Path(os.environ[ENV])
+    if near is not None:
+        parent = Path(os.path.abspath(near)).parent
+        if parent.name == "sweeps":
+            return parent.parent / "ledger.sqlite"
+    return DEFAULT_PATH
+
+
+def _check(path: Path) -> None:
+    """Stop, naming the file, unless ``path`` is a ledger (or a new, empty place for one)."""
+    hint = "pass a ledger written by nsys-tools ledger add, or a new path to start one"
+    if path.is_dir():
+        raise BadExport(path, "is a folder, not a ledger", hint)
+    with reading(path):
+        with path.open("rb") as fh:
+            header = fh.read(16)
+        if not header:
+            raise BadExport(path, "is an empty file, not a ledger", "delete it, or " + hint)
+        if header != SQLITE_MAGIC:
+            raise BadExport(path, "is not a ledger (not an SQLite file)", hint)
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            found = {
+                t: {c for (c,) in con.execute("SELECT name FROM pragma_table_info(?)", (t,))}
+                for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+        finally:
+            con.close()
+    known = {t: cols | {RENAMED.get(c, c) for c in cols} for t, cols in found.items() if t in TABLES}
+    if not known:
+        raise BadExport(path, "is not a ledger (no sessions, stats or rejected table)", hint)
+    for table, cols in known.items():
+        if missing := sorted(TABLES[table] - cols):
+            raise BadExport(path, f"is not a ledger this version reads ({table} lacks {', '.join(missing)})", hint)
 
 
 def _db(path: Path, *, create: bool = False):
+    """The ledger at ``path`` as a sqlite-utils Database, checked; ``create`` allows a new one."""
     from sqlite_utils import Database
 
-    if not create and not Path(path).exists():
-        raise BadExport(path, "no ledger here", "add a sweep first: nsys-tools ledger add SWEEP")
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    if path.exists():
+        _check(path)
+    elif not create:
+        raise BadExport(path, "no ledger here", "add a sweep first: nsys-tools ledger add SWEEP (or pass --ledger)")
+    else:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise output_error(path.parent, exc) from exc
     return Database(path)
+
+
+def _migrate(db) -> None:
+    """Rename the columns of an older ledger (``gbps`` -> ``gb_per_s``) before writing to it."""
+    if db["stats"].exists():
+        have = set(db["stats"].columns_dict)
+        for old, new in RENAMED.items():
+            if old in have and new not in have:
+                db.execute(f'ALTER TABLE stats RENAME COLUMN "{old}" TO "{new}"')
 
 
 def session_row(sweep: Sweep, verdict: Session) -> dict:
@@ -65,13 +142,19 @@ def session_row(sweep: Sweep, verdict: Session) -> dict:
 
 
 def add(sweep: Sweep, path: Path = DEFAULT_PATH, stats: pl.DataFrame | None = None) -> dict:
-    """Add (or replace) ``sweep`` in the ledger; returns its session row."""
+    """Add (or replace) ``sweep`` in the ledger; returns its session row. A sweep with no
+    completed shape (a failed capture) is refused: it has no statistics to stand for."""
+    stats = summary(sweep) if stats is None else stats
+    if stats.filter(pl.col("instances").fill_null(0) > 0).is_empty():
+        raise CaptureError(
+            sweep.path, "no shape of this sweep completed, so it is not added to the ledger", "see manifest.json for why"
+        )
     verdict = judge(sweep)
     row = session_row(sweep, verdict)
-    stats = summary(sweep) if stats is None else stats
     records = stats.select(*KEYS, *STAT_COLUMNS).with_columns(session_id=pl.lit(sweep.id)).to_dicts()
     db = _db(path, create=True)
-    with db.conn:
+    with reading(path), db.conn:
+        _migrate(db)
         db["sessions"].upsert(row, pk="id", alter=True)
         if db["stats"].exists():
             db["stats"].delete_where("session_id = ?", [sweep.id])
@@ -81,18 +164,37 @@ def add(sweep: Sweep, path: Path = DEFAULT_PATH, stats: pl.DataFrame | None = No
 
 def sessions(path: Path = DEFAULT_PATH) -> pl.DataFrame:
     db = _db(path)
-    return pl.DataFrame(list(db["sessions"].rows_where(order_by="created_utc")), infer_schema_length=None)
+    if not db["sessions"].exists():
+        return pl.DataFrame()
+    with reading(path):
+        return pl.DataFrame(list(db["sessions"].rows_where(order_by="created_utc")), infer_schema_length=None)
 
 
 def stats(path: Path = DEFAULT_PATH) -> pl.DataFrame:
     """Every session's statistics, with the session's GPU, date, commit and verdict."""
     db = _db(path)
-    rows = db.execute(
-        "SELECT s.*, x.created_utc, x.gpu, x.git_commit, x.quiet FROM stats AS s JOIN sessions AS x ON x.id = s.session_id"
-    )
-    cols = [d[0] for d in rows.description]
-    df = pl.DataFrame(rows.fetchall(), schema=cols, orient="row", infer_schema_length=None)
-    if "outputs" not in df.columns:
+    schema = {
+        "session_id": pl.String,
+        **{k: pl.String for k in KEYS},
+        "kernel_median_ns": pl.Float64,
+        "outputs": pl.String,
+        "created_utc": pl.String,
+        "gpu": pl.String,
+        "git_commit": pl.String,
+        "quiet": pl.Int64,
+    }
+    if not (db["stats"].exists() and db["sessions"].exists()):
+        return pl.DataFrame(schema=schema)
+    with reading(path):
+        rows = db.execute(
+            "SELECT s.*, x.created_utc, x.gpu, x.git_commit, x.quiet FROM stats AS s JOIN sessions AS x ON x.id = s.session_id"
+        )
+        cols = [RENAMED.get(d[0], d[0]) for d in rows.description]
+        data = rows.fetchall()
+    if not data:
+        return pl.DataFrame(schema={**schema, **{c: pl.Float64 for c in cols if c not in schema}})
+    df = pl.DataFrame(data, schema=cols, orient="row", infer_schema_length=None)
+    if "outputs" not in df.columns:  # rows added before the output policy was recorded
         df = df.with_columns(outputs=pl.lit(None, pl.String))
     return df.with_columns(outputs=pl.col("outputs").fill_null("rotate"))
 
@@ -204,7 +306,7 @@ def reject(path: Path, variant: str, metric: str, why: str, session: str | None 
         "added_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     db = _db(path, create=True)
-    with db.conn:
+    with reading(path), db.conn:
         db["rejected"].upsert(row, pk="variant")
     return row
 
@@ -216,24 +318,38 @@ def rejected(path: Path = DEFAULT_PATH) -> pl.DataFrame:
     db = _db(path)
     if not db["rejected"].exists():
         return pl.DataFrame(schema=schema)
-    return pl.DataFrame(list(db["rejected"].rows_where(order_by="added_utc")), infer_schema_length=None).select(*schema)
+    with reading(path):
+        rows = list(db["rejected"].rows_where(order_by="added_utc"))
+    return (
+        pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None).select(*schema)
+        if rows
+        else pl.DataFrame(schema=schema)
+    )
 
 
 def latest_control(path: Path = DEFAULT_PATH) -> str:
     """The control the most recent session compared with."""
-    df = sessions(path).drop_nulls("control")
-    if df.is_empty():
+    df = sessions(path)
+    controls = df["control"].drop_nulls() if "control" in df.columns else pl.Series([], dtype=pl.String)
+    if controls.is_empty():
         raise BadExport(path, "no session names a control", "pass --vs NAME")
-    return df["control"][-1]
+    return controls[-1]
 
 
 def history(path: Path, shape: str, impl: str, vs: str, l2: str = "cold") -> pl.DataFrame:
     """Per session, oldest first: ``impl`` and ``vs`` kernel medians at ``shape`` and their ratio."""
+    if impl == vs:
+        raise UsageError(None, f"--impl and --vs are both {impl!r}", "compare two different implementations")
     df = stats(path).filter((pl.col("shape") == shape) & (pl.col("l2") == l2) & pl.col("impl").is_in([impl, vs]))
-    wide = df.pivot(on="impl", index=["session_id", "created_utc", "gpu", "git_commit", "quiet"], values="kernel_median_ns")
+    index = ["session_id", "created_utc", "gpu", "git_commit", "quiet"]
+    if df.is_empty():
+        wide = df.select(*index)
+    else:
+        wide = df.pivot(on="impl", index=index, values="kernel_median_ns")
     for name in (impl, vs):
         if name not in wide.columns:
             wide = wide.with_columns(pl.lit(None, pl.Float64).alias(name))
+        wide = wide.with_columns(pl.col(name).cast(pl.Float64))
     return (
         wide.select(
             "session_id", "created_utc", "gpu", "git_commit", "quiet", pl.col(impl).alias("impl_ns"), pl.col(vs).alias("vs_ns")

@@ -14,29 +14,11 @@ import polars as pl
 
 from . import attribute, cache, events, metrics
 from . import schema as S
-from .errors import BadExport
-from .export import REPORT_SUFFIXES, Export, open_export
+from .errors import NsysToolsError
+from .export import Export, open_export, reading
+from .inputs import expand_inputs
 
 Names = Literal["short", "demangled"]
-
-
-def expand_inputs(paths: Iterable[str | Path]) -> list[Path]:
-    """Files as given; folders searched recursively for exports. A ``.sqlite`` beside a
-    ``.nsys-rep`` of the same name is its export, so the report is read once."""
-    found: list[Path] = []
-    for p in map(Path, paths):
-        if not p.exists():
-            raise BadExport(p, "no such file or folder", "check the path")
-        if p.is_file():
-            found.append(p)
-            continue
-        inside = sorted(q for q in p.rglob("*") if q.suffix in (".sqlite", *REPORT_SUFFIXES) and not q.name.startswith("."))
-        sqlite = {q.with_suffix("") for q in inside if q.suffix == ".sqlite"}
-        inside = [q for q in inside if q.suffix == ".sqlite" or q.with_suffix("") not in sqlite]
-        if not inside:
-            raise BadExport(p, "holds no .sqlite or .nsys-rep exports", "point at an export or a folder of them")
-        found.extend(inside)
-    return found
 
 
 def gpu_ops(ex: Export, *, names: Names = "demangled", include_memops: bool = False) -> pl.LazyFrame:
@@ -101,17 +83,20 @@ def _name(df: pl.DataFrame, ex: Export) -> pl.DataFrame:
 
 def _per_file(path: Path, *, nsys, names: Names, include_memops: bool, nesting: attribute.Nesting, whole: bool) -> pl.DataFrame:
     """One export's contribution: its summary (``whole``) or its named rows, through the cache."""
-    ex = open_export(path, nsys)
-    label = ["label"] if include_memops else []
-    options = f"names={names} memops={include_memops} nesting={nesting}"
+    with reading(path):
+        ex = open_export(path, nsys)
+        label = ["label"] if include_memops else []
+        options = f"names={names} memops={include_memops} nesting={nesting}"
 
-    def compute() -> pl.DataFrame:
-        keys = ["range", "name_id", *label]
-        ops = attributed(ex, names=names, include_memops=include_memops, nesting=nesting, keep=("name_id", *label, "duration_ns"))
-        return _name((metrics.summarize(ops, keys) if whole else ops.select(*keys, "duration_ns")).collect(), ex)
+        def compute() -> pl.DataFrame:
+            keys = ["range", "name_id", *label]
+            ops = attributed(
+                ex, names=names, include_memops=include_memops, nesting=nesting, keep=("name_id", *label, "duration_ns")
+            )
+            return _name((metrics.summarize(ops, keys) if whole else ops.select(*keys, "duration_ns")).collect(), ex)
 
-    frame = cache.memo(ex, f"report {'summary' if whole else 'rows'} {options}", compute)
-    return frame.with_columns(file=pl.lit(str(path)))
+        frame = cache.memo(ex, f"report {'summary' if whole else 'rows'} {options}", compute)
+        return frame.with_columns(file=pl.lit(str(path)))
 
 
 def named_ops(path: str | Path, *, names: Names = "short", include_memops: bool = True, nsys=None) -> pl.DataFrame:
@@ -131,25 +116,42 @@ def kernel_summary(
     per_file: bool = False,
     nsys: str | Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    failures: list[NsysToolsError] | None = None,
 ) -> pl.DataFrame:
     """Statistics per (range, kernel) over ``paths`` (files or folders of exports).
 
     One export: grouped on string ids, names attached to the few result rows. Several exports:
     read in parallel (``progress(done, total)`` after each); string ids differ between files,
     so names are attached per file before grouping; rows are aggregated across files, or kept
-    apart with ``per_file`` (a leading ``file`` column).
+    apart with ``per_file`` (a leading ``file`` column). With a ``failures`` list, an export
+    that cannot be read is appended to it and left out instead of stopping the report.
     """
     files = expand_inputs(paths)
     keyed = ["file"] if per_file else []
-    work = partial(_per_file, nsys=nsys, names=names, include_memops=include_memops, nesting=nesting, whole=len(files) == 1)
-    parts = []
+    whole = len(files) == 1  # one export: summarized on string ids, names attached last
+    read = partial(_per_file, nsys=nsys, names=names, include_memops=include_memops, nesting=nesting, whole=whole)
+
+    def work(path: Path) -> pl.DataFrame | None:
+        try:
+            return read(path)
+        except NsysToolsError as err:
+            if failures is None:
+                raise
+            failures.append(err)
+            return None
+
+    parts, done = [], 0
     with ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, len(files))) as pool:
         for part in pool.map(work, files):
-            parts.append(part)
+            done += 1
+            parts += [part] if part is not None else []
             if progress:
-                progress(len(parts), len(files))
+                progress(done, len(files))
+    if not parts:  # every export failed: no rows, summarized into an empty table of the usual columns
+        whole = False
+        parts = [pl.DataFrame(schema={"file": pl.String, "range": pl.String, "kernel": pl.String, "duration_ns": pl.Int64})]
     frame = pl.concat(parts, how="vertical")
-    if len(files) > 1:
+    if not whole:
         frame = metrics.summarize(frame.lazy(), [*keyed, "range", "kernel"]).collect()
     if range_glob:
         frame = frame.filter(pl.col("range").str.contains(glob_regex(range_glob)))

@@ -121,6 +121,30 @@ GPU_FIELDS = (
     f("compute_minor", "computeMinor"),
 )
 
+# Columns the analysis cannot do without, per table (a tuple: any one of them). Other columns
+# an export lacks read as nulls; these stop the reader with an error naming the column.
+_ACTIVITY_REQUIRED = ("start", "end", "correlationId")
+REQUIRED_COLUMNS: dict[str, tuple[str | tuple[str, ...], ...]] = {
+    KERNEL: _ACTIVITY_REQUIRED,
+    MEMCPY: (*_ACTIVITY_REQUIRED, "bytes", "copyKind"),
+    MEMSET: (*_ACTIVITY_REQUIRED, "bytes"),
+    RUNTIME: (*_ACTIVITY_REQUIRED, "globalTid", "nameId"),
+    DRIVER: (*_ACTIVITY_REQUIRED, "globalTid", "nameId"),
+    NVTX: ("start", "end", "eventType", "globalTid", ("text", "textId")),
+}
+
+# Strings the analysis reads, which ``scrub`` must never change: columns holding StringIds ids
+# (kernel names, API names, NVTX texts and domains), and columns holding the text inline.
+ANALYSIS_STRING_IDS = (
+    (KERNEL, "shortName"),
+    (KERNEL, "demangledName"),
+    (KERNEL, "mangledName"),
+    (RUNTIME, "nameId"),
+    (DRIVER, "nameId"),
+    (NVTX, "textId"),
+)
+ANALYSIS_TEXT = ((NVTX, "text"), (GPU, "name"))
+
 # Our report columns, in order, for csv and json.
 SUMMARY_COLUMNS = (
     "range",

@@ -18,7 +18,7 @@ import polars as pl
 from . import metrics
 from .convention import RANGE, RANGE_REGEX
 from .errors import BadExport, NsysToolsError
-from .export import open_export
+from .export import open_export, reading
 from .report import attributed
 
 __all__ = ["RANGE", "RANGE_REGEX", "KEYS", "Sweep", "load", "summary", "sweep_table", "is_sweep", "parse_ranges"]
@@ -107,8 +107,10 @@ class Sweep:
             file = self.path / f"{unit}.harness.json"
             try:
                 out[unit] = json.loads(file.read_text())
-            except (OSError, json.JSONDecodeError) as exc:
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
                 raise BadExport(file, f"cannot be read ({exc})", "was the sweep interrupted? re-run it with --resume") from exc
+            if not isinstance(out[unit], dict):
+                raise BadExport(file, "is not a harness record (not a JSON object)", "was it written by capture/harness.py?")
         return out
 
     @property
@@ -132,10 +134,11 @@ class Sweep:
         """One row per GPU operation in a timed range: op, impl, shape, l2, round, kernel, duration_ns."""
         frames = []
         for unit in self.units:
-            ex = open_export(self.export(unit))
-            ops = attributed(ex, names="short", include_memops=True, keep=("name_id", "label", "start_ns", "duration_ns"))
-            ops = ops.filter(pl.col("range").str.contains(RANGE_REGEX))
-            frames.append(ops.select("range", "name_id", "label", "start_ns", "duration_ns").collect().pipe(_named, ex))
+            with reading(self.export(unit)):
+                ex = open_export(self.export(unit))
+                ops = attributed(ex, names="short", include_memops=True, keep=("name_id", "label", "start_ns", "duration_ns"))
+                ops = ops.filter(pl.col("range").str.contains(RANGE_REGEX))
+                frames.append(ops.select("range", "name_id", "label", "start_ns", "duration_ns").collect().pipe(_named, ex))
         if not frames:
             return pl.DataFrame(
                 schema={
@@ -151,13 +154,21 @@ class Sweep:
     @cached_property
     def spans(self) -> pl.DataFrame:
         """One row per event-timed call (untraced phase): op, impl, shape, l2, round, span_ns."""
-        frames = [
-            pl.DataFrame(h["spans"], schema={"impl": pl.String, "round": pl.Int64, "span_ns": pl.Int64}).with_columns(
-                op=pl.lit(h["op"]), shape=pl.lit(shape), l2=pl.lit(h["l2"])
-            )
-            for shape, h in self.harness.items()
-            if h.get("spans")
-        ]
+        frames = []
+        for shape, h in self.harness.items():
+            try:
+                if h["spans"] is None:  # none measured (a program's capture)
+                    continue
+                frames.append(
+                    pl.DataFrame(h["spans"], schema={"impl": pl.String, "round": pl.Int64, "span_ns": pl.Int64}).with_columns(
+                        op=pl.lit(h["op"]), shape=pl.lit(shape), l2=pl.lit(h["l2"])
+                    )
+                )
+            except (KeyError, TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+                what = f"no {exc.args[0]!r} entry" if isinstance(exc, KeyError) else f"unreadable spans ({exc})"
+                raise BadExport(
+                    self.path / f"{shape}.harness.json", f"has {what}", "was it written by capture/harness.py? re-run the shape"
+                ) from exc
         schema = {"impl": pl.String, "round": pl.Int64, "span_ns": pl.Int64, "op": pl.String, "shape": pl.String, "l2": pl.String}
         return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
 
@@ -182,9 +193,18 @@ def load(path: str | Path) -> Sweep:
         raise BadExport(root, "is not a sweep folder (no manifest.json)", "pass a folder written by nsys-tools capture sweep")
     try:
         manifest = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadExport(file, f"cannot be read ({exc})", "check the file") from exc
     except json.JSONDecodeError as exc:
         raise BadExport(file, f"is not valid JSON ({exc.msg})", "was the sweep interrupted? re-run it with --resume") from exc
-    entries = {**manifest.get("shapes", {}), **manifest.get("captures", {})}
+    sections = [manifest.get(k, {}) for k in ("shapes", "captures")] if isinstance(manifest, dict) else [None]
+    if not all(isinstance(x, dict) and all(isinstance(e, dict) for e in x.values()) for x in sections):
+        raise BadExport(
+            file,
+            "is not a sweep manifest (a JSON object with a shapes or captures object)",
+            "pass a folder written by nsys-tools capture sweep or capture run",
+        )
+    entries = {k: e for x in sections for k, e in x.items()}
     units = [u for u, e in entries.items() if e.get("status") == "ok" and (root / f"{u}.sqlite").exists()]
     return Sweep(root, manifest, units)
 
@@ -243,7 +263,7 @@ def summary(sweep: Sweep) -> pl.DataFrame:
     return (
         out.join(implementations(sweep, out), on=["op", "impl", "shape"], how="left")
         .with_columns(
-            gbps=pl.col("bytes") / pl.col("kernel_median_ns"), tflops=pl.col("flops") / pl.col("kernel_median_ns") / 1000
+            gb_per_s=pl.col("bytes") / pl.col("kernel_median_ns"), tflops=pl.col("flops") / pl.col("kernel_median_ns") / 1000
         )
         .with_columns(
             _s=pl.col("shape").replace_strict(order, default=len(order)),
@@ -271,7 +291,7 @@ SUMMARY_COLUMNS = (
     "span_p10_ns",
     "span_p90_ns",
     "bytes",
-    "gbps",
+    "gb_per_s",
     "flops",
     "tflops",
     "kernels",

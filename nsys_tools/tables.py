@@ -1,8 +1,8 @@
 """Render a collected DataFrame as markdown, csv, json or a terminal table. No I/O here.
 
 Markdown is for people: nanosecond columns become µs with two decimals, names are escaped so
-that ``|``, ``<``, ``*`` and backticks cannot break a table, and long C++ template names are
-shortened. csv and json keep full names and integer or float nanoseconds.
+that no character can break a table row or cell or be read as markup (``escape``), and long
+C++ template names are shortened. csv and json keep full names and integer or float nanoseconds.
 """
 
 from __future__ import annotations
@@ -24,13 +24,17 @@ class Format(str, Enum):
 
 
 MAX_NAME = 60
-_MD_SPECIAL = re.compile(r"([\\|*_`\[\]#])")
+# One pass over the text: markdown punctuation gets a backslash; characters HTML would read
+# become entities (``@`` too, so a name cannot mention a user); anything that ends a line (CR,
+# LF, and the Unicode line and paragraph separators) or is a control character becomes a space.
+_ESCAPES = {ord(c): "\\" + c for c in "\\|*_`[]#~$"}
+_ESCAPES |= {ord("&"): "&amp;", ord("<"): "&lt;", ord(">"): "&gt;", ord("@"): "&#64;"}
+_ESCAPES |= {c: " " for c in [*range(0x20), 0x7F, 0x85, 0x2028, 0x2029]}
 
 
 def escape(text: str) -> str:
-    """Make ``text`` safe inside a markdown table cell."""
-    text = _MD_SPECIAL.sub(r"\\\1", text)
-    return text.replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+    """Make ``text`` safe inside a markdown table cell: one line, one cell, no markup."""
+    return text.translate(_ESCAPES)
 
 
 def _strip_group(text: str, open_: str, close: str, keep_depth: int) -> str:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from .errors import BadExport
+
 # Thresholds, from quiet and loaded sessions on the H200 (reports/README.md): quiet sessions
 # showed p99 / median <= 1.32 and no call above twice its median; loaded ones showed p99 /
 # median of 60-100 and 1-2.5% of calls above twice the median.
@@ -102,7 +104,11 @@ def judge(sweep) -> Session:
         )
 
     max_sm = sweep.manifest.get("gpu_before", {}).get("clocks.max.sm")
-    clocks = _clock_summary(sweep.harness, float(max_sm) if max_sm else None)
+    try:
+        clocks = _clock_summary(sweep.harness, float(max_sm) if max_sm else None)
+    except (TypeError, ValueError) as exc:
+        hint = "was the sweep interrupted? re-run it with --resume"
+        raise BadExport(sweep.path, f"its clock samples cannot be read ({exc})", hint) from exc
     if clocks.get("sm_mhz_max") and clocks["sm_mhz_median"] < MIN_CLOCK_SHARE * clocks["sm_mhz_max"]:
         reasons.append(
             f"the SM clock ran at {clocks['sm_mhz_median']:.0f} MHz during the trace, "

@@ -309,3 +309,16 @@ def test_capture_run_failures_are_one_line(fake_nsys, tmp_path, monkeypatch):
     assert res.exit_code == 1 and "emitted no NVTX range named <op>/<impl>/<shape>/<l2>/r<round>" in res.stderr
     res = _cli("capture", "run", "--nsys", str(fake_nsys), "--out", str(tmp_path / "c"))
     assert res.exit_code == 2  # no program: a usage error
+
+
+def test_a_hung_nsys_fails_the_capture_within_the_timeout(fake_nsys, tmp_path, monkeypatch):
+    """Every nsys call has a timeout: a profile that outlives it fails this capture in one line."""
+    monkeypatch.setenv("FAKE_EXPORT", str(DEMO / "1024x2048.sqlite"))
+    monkeypatch.setenv("NSYS_TOOLS_NSYS_TIMEOUT", "3")
+    script = tmp_path / "hangs.py"
+    script.write_text("import time\nprint('started', flush=True)\ntime.sleep(8)\n")
+    res = _cli("capture", "run", "--nsys", str(fake_nsys), "--out", str(tmp_path / "a"), "--", sys.executable, str(script))
+    assert res.exit_code == 1 and "profiling failed: nsys profile did not finish within 3 s" in res.stderr
+    assert "set NSYS_TOOLS_NSYS_TIMEOUT to allow longer" in res.stderr and "Traceback" not in res.stderr
+    entry = json.loads((tmp_path / "a" / "manifest.json").read_text())["captures"]["capture"]
+    assert entry["status"] == "failed" and "did not finish within 3 s" in entry["error"]

@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -103,3 +104,44 @@ def test_installed_console_script_runs_the_demo():
 def test_bench_sizes_must_be_counts():
     res = runner.invoke(app, ["bench", "--kernels", "3e5"])
     assert res.exit_code == 2 and "positive kernel counts" in res.stderr
+
+
+QUIET = Path(__file__).resolve().parents[1] / "reports" / "sweeps" / "20261129-183449-quiet"
+
+
+@pytest.mark.parametrize(
+    "args, text",
+    [
+        (["report", str(QUIET), "--range", "x*"], "--range apply to exports, not sweep folders"),
+        (["report", str(QUIET), "--kernel", "x*", "--per-file"], "--kernel, --per-file apply to exports, not sweep folders"),
+        (["report", "--demo", str(NEW)], "--demo reads the bundled sweep: give no paths with it"),
+        (["report", str(NEW), "--charts", "c"], "--charts go with --issue"),
+        (["report", str(NEW), "--kernel", "[z-a]"], "is not a usable pattern"),
+        (["census", "--impls", ""], "name at least one implementation"),
+        (["census", "--impls", " , "], "name at least one implementation"),
+    ],
+)
+def test_options_that_would_be_ignored_are_usage_errors(args, text):
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and text in res.stderr, res.stderr
+
+
+def test_bench_sizes_are_checked_against_free_space(tmp_path):
+    res = runner.invoke(app, ["bench", "--kernels", "99999999999999", "--workdir", str(tmp_path / "b")])
+    assert res.exit_code == 1 and "GB are free there" in res.stderr and "pass smaller --kernels" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not (tmp_path / "b").exists()
+
+
+def test_damaged_sweep_files_are_named(tmp_path):
+    folder = tmp_path / "s"
+    shutil.copytree(QUIET, folder)
+    (folder / "manifest.json").write_text("[1, 2]")
+    res = runner.invoke(app, ["report", str(folder)])
+    assert res.exit_code == 1 and "manifest.json: is not a sweep manifest" in res.stderr
+    shutil.copyfile(QUIET / "manifest.json", folder / "manifest.json")
+    harness = json.loads((folder / "4096x768.harness.json").read_text())
+    del harness["spans"]
+    (folder / "4096x768.harness.json").write_text(json.dumps(harness))
+    res = runner.invoke(app, ["report", str(folder)])
+    assert res.exit_code == 1 and "4096x768.harness.json: has no 'spans' entry" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1

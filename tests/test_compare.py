@@ -95,3 +95,17 @@ def test_cli_markdown_json_and_regression_gate(tmp_path):
     assert res.exit_code == 1 and "holds ranges of another kind than the base" in res.stderr
     res = runner.invoke(app, ["compare", str(QUIET), str(tmp_path / "missing")])
     assert res.exit_code == 1 and "missing: no such file or folder" in res.stderr
+
+
+def test_cli_outputs_are_checked_and_ignored_options_refused(tmp_path):
+    export = tmp_path / "a.sqlite"
+    export.write_bytes((EXPORTS / "layernorm-3impl-nsys2025.3.sqlite").read_bytes())
+    before = export.read_bytes()
+    res = runner.invoke(app, ["compare", str(EXPORTS / "layernorm-3impl-nsys2024.2.sqlite"), str(export), "-o", str(export)])
+    assert res.exit_code == 1 and "is an input of this command" in res.stderr and export.read_bytes() == before
+    res = runner.invoke(app, ["compare", str(QUIET), str(QUIET_2), "-o", str(QUIET / "manifest.json")])
+    assert res.exit_code == 1 and "is an input of this command" in res.stderr
+    res = runner.invoke(app, ["compare", str(QUIET), str(QUIET_2), "--session-noise", "1", "--ledger", str(LEDGER)])
+    assert res.exit_code == 2 and "--ledger is not read when --session-noise is given" in res.stderr
+    res = runner.invoke(app, ["compare", str(QUIET), str(QUIET_2), "--session-noise", "1", "-o", str(tmp_path / "c.md")])
+    assert res.exit_code == 0 and "Rows: 16 not distinguishable." in (tmp_path / "c.md").read_text()

@@ -10,7 +10,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from nsys_tools import events
-from nsys_tools.errors import BadExport, MissingTable, NsysNotFound
+from nsys_tools.errors import BadExport, MissingTable, NsysNotFound, NsysToolsError
 from nsys_tools.export import export_report, find_nsys, open_export
 from nsys_tools.report import kernel_summary
 
@@ -157,3 +157,77 @@ def test_nsys_rep_exported_through_nsys(tmp_path, monkeypatch):
     ex = open_export(rep)
     assert ex.path == tmp_path / "run.sqlite" and events.kernels(ex).collect().height == 381
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nsys", "run.nsys-rep", "run.sqlite"]
+
+
+def _script(path, body: str):
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def test_nsys_that_hangs_times_out(tmp_path, monkeypatch):
+    monkeypatch.setenv("NSYS", str(_script(tmp_path / "nsys", "exec sleep 30\n")))
+    monkeypatch.setenv("NSYS_TOOLS_NSYS_TIMEOUT", "1")
+    (tmp_path / "run.nsys-rep").write_bytes(b"report")
+    with pytest.raises(NsysToolsError, match=r"nsys export did not finish within 1 s; set NSYS_TOOLS_NSYS_TIMEOUT"):
+        open_export(tmp_path / "run.nsys-rep")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nsys", "run.nsys-rep"]
+
+
+def test_nsys_version_mismatch_is_passed_through(tmp_path, monkeypatch):
+    line = "The report was created by a newer version of Nsight Systems (2025.3.1) than this one (2024.2.3)."
+    monkeypatch.setenv(
+        "NSYS", str(_script(tmp_path / "nsys", f'echo "Importing..."\necho "{line}" >&2\necho "Failed" >&2\nexit 1\n'))
+    )
+    (tmp_path / "run.nsys-rep").write_bytes(b"report")
+    with pytest.raises(BadExport) as err:
+        open_export(tmp_path / "run.nsys-rep")
+    assert line in str(err.value) and "the Nsight Systems version that wrote it" in err.value.hint
+    assert "complete .nsys-rep" not in str(err.value)
+
+
+def test_relative_nsys_option(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from nsys_tools.cli import app
+
+    _script(tmp_path / "nsys", f'while [ "$1" != "--output" ]; do shift; done\ncp "{NEW}" "$2"\n')
+    (tmp_path / "run.nsys-rep").write_bytes(b"report")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NSYS", raising=False)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no nsys there: only ./nsys can be the one
+    res = CliRunner().invoke(app, ["report", "run.nsys-rep", "--nsys", "./nsys", "-f", "csv"])
+    assert res.exit_code == 0, res.stderr
+    assert find_nsys("./nsys") == tmp_path / "nsys"
+
+
+def test_report_in_a_read_only_folder(tmp_path, monkeypatch):
+    """Where the export cannot be written beside the report, the error says so and what to do.
+    (Tests run as root, which writes anywhere: the folder's refusal is simulated.)"""
+    monkeypatch.setenv("NSYS", str(_script(tmp_path / "nsys", "exit 0\n")))
+    (tmp_path / "run.nsys-rep").write_bytes(b"report")
+    real_open = os.open
+
+    def read_only_folder(path, flags, *args):
+        if str(path).startswith(str(tmp_path)) and flags & os.O_CREAT:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", read_only_folder)
+    with pytest.raises(
+        BadExport, match=r"its export cannot be written beside it \(Permission denied\); copy it to a writable folder"
+    ):
+        open_export(tmp_path / "run.nsys-rep")
+
+
+def test_locked_export_is_named_as_locked(fixture_copy):
+    path = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2025.3.sqlite")
+    holder = sqlite3.connect(path)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(BadExport, match="is locked by another program") as err:
+            kernel_summary([path])
+        assert "truncated" not in str(err.value)
+    finally:
+        holder.close()

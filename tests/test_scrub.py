@@ -1,26 +1,42 @@
-"""Scrubbing exports: the environment, names and paths go; the trace stays."""
+"""Scrubbing exports: identity goes, in every form nsys writes it; the trace stays, byte for byte."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
+from pathlib import Path
 
 import pytest
 from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
+from nsys_tools import scrub as scrub_module
 from nsys_tools.cli import app
 from nsys_tools.errors import BadExport
 from nsys_tools.report import kernel_summary
-from nsys_tools.scrub import scrub
+from nsys_tools.scrub import check, scrub
 
+from .conftest import FIXTURES
+
+ROOT = Path(__file__).resolve().parents[1]
 SECRET = "planted-secret-4f1d"
+AWS = "AKIAIOSFODNN7EXAMPLE"
+GH = "ghp_" + "x7" * 18
+# What must not survive: the secret, the user and host names, credentials.
+NEEDLES = (SECRET, "SECRET_TOKEN", "alice", "gpu-node17", "/opt/tools/nsys-2025", "PATH=/usr/bin", AWS, GH, "SSH_CONNECTION")
+# Strings the analysis reads that look like NAME=value: they stay.
+DATA = ("step=1", "batch_size=64", "train=main")
+BASH_FUNC = "BASH_FUNC_module%%=() {  eval `/usr/bin/modulecmd bash $*`\n}"
 
 
-def plant(path):
-    """Put an environment back where nsys 2025.3 stores it (rows seen in an unscrubbed export):
-    META_DATA_CAPTURE PROCESS_0:ENVIRONMENT_VARIABLE rows, the TARGET_INFO_SYSTEM_ENV
-    DeviceEnvironment blob, NAME=value strings in StringIds, the working directory, arguments,
-    host, user and the nsys install folder."""
+def plant(path: Path) -> None:
+    """Put identity back where nsys versions store it (places seen in unscrubbed 2024.2 and 2025.3
+    exports), in every format: one entry per row, NUL- and newline-separated blocks, a block that
+    starts with an exported shell function, ``export X=`` inside a command line, home paths of
+    Linux, clusters, macOS and Windows, a command line as a process name, a table no version
+    writes yet; and NVTX texts shaped like ``NAME=value``, which are data."""
+    env = [BASH_FUNC, f"SECRET_TOKEN={SECRET}", "USER=alice", "HOSTNAME=gpu-node17", "SSH_CONNECTION=10.0.0.1 22 10.0.0.2 22"]
     with sqlite3.connect(path) as con:
         con.executemany(
             "INSERT INTO META_DATA_CAPTURE (name, value) VALUES (?, ?)",
@@ -29,6 +45,7 @@ def plant(path):
                 ("PROCESS_0:ENVIRONMENT_VARIABLE", 'HOME="/home/alice"'),
                 ("PROCESS_0:WORKING_DIR", "/home/alice/project"),
                 ("PROCESS_0:ARGUMENT_0", "/home/alice/project/bench.py"),
+                ("PROCESS_1:COMMAND", "/global/homes/a/alice/venv/bin/python"),
             ],
         )
         con.execute("UPDATE META_DATA_CAPTURE SET value = 'alice-workstation' WHERE name = 'DEVICE_DISPLAY_NAME'")
@@ -43,37 +60,193 @@ def plant(path):
         con.executemany(
             "INSERT INTO StringIds (id, value) VALUES (?, ?)",
             [
-                (900001, f"SECRET_TOKEN={SECRET}"),
-                (900002, "OLDPWD=/home/alice"),
+                (900001, "\x00".join(env)),  # a block that starts with a shell function, NUL-separated
+                (900002, "\n".join(reversed(env))),  # newline-separated
                 (900003, "Loaded CUPTI library: /opt/tools/nsys-2025/target-linux-x64/libcupti.so.13.0"),
-                (900004, "/home/alice/project/bench.py"),
+                (900004, "/root/run/bench.py --out /global/u2/a/alice/out"),
+                (900005, f"bash -c 'cd /tmp && export AWS_ACCESS_KEY_ID={AWS} && python3 train.py'"),
+                (900006, r"C:\Users\alice\proj\train.py"),
+                (900007, f'{{"GITHUB_TOKEN": "{GH}"}}'),
+                (900008, "/Users/alice/Library/x.so"),
+                (910001, "step=1"),
+                (910002, "batch_size=64"),
             ],
         )
+        con.execute(
+            "INSERT INTO DIAGNOSTIC_EVENT (timestamp, timestampType, source, severity, text) "
+            "VALUES (1, 1, 1, 1, 'connected to gpu-node17 as alice')"
+        )
+        con.execute(
+            "INSERT INTO PROCESSES (globalPid, pid, name) VALUES (1, 99999, '/home/alice/venv/bin/python3 train.py --lr 3')"
+        )
+        # NVTX ranges whose texts look like environment entries: by id, inline, and a domain.
+        tid = con.execute("SELECT globalTid FROM NVTX_EVENTS LIMIT 1").fetchone()[0]
+        con.executemany(
+            "INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, text, textId, domainId) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (1, 2, 59, tid, None, 910001, None),
+                (3, 4, 59, tid, None, 910002, None),
+                (5, 6, 59, tid, "train=main", None, None),
+            ],
+        )
+        con.execute("CREATE TABLE FUTURE_TABLE (note TEXT, extra)")
+        con.execute("INSERT INTO FUTURE_TABLE VALUES ('data at /home/alice/data', 'HOSTNAME=gpu-node17')")
         con.execute("UPDATE META_DATA_EXPORT SET value = 'alice-workstation' WHERE name = 'EXPORT_HOST'")
-        con.execute("UPDATE META_DATA_EXPORT SET value = '/home/alice/run.sqlite' WHERE name = 'EXPORT_PARAM_OUTPUT_PATH_ABS'")
+        con.execute("DELETE FROM META_DATA_EXPORT WHERE name = 'EXPORT_PARAM_OUTPUT_PATH_ABS'")
+        con.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_PARAM_OUTPUT_PATH_ABS', '/home/alice/run.sqlite')")
     con.close()
 
 
-def test_planted_secret_is_gone(fixture_copy):
-    path = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2025.3.sqlite")
+def _value(path: Path, sql: str, *args):
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        row = con.execute(sql, args).fetchone()
+    con.close()
+    return row[0] if row else None
+
+
+@pytest.mark.parametrize("version", ["2025.3", "2024.2"])
+def test_every_form_of_identity_goes_and_the_trace_stays(fixture_copy, version):
+    path = fixture_copy(f"layernorm-3impl/layernorm-3impl-nsys{version}.sqlite")
     before = kernel_summary([path])
     plant(path)
     assert SECRET.encode() in path.read_bytes()
     report = scrub(path)
     raw = path.read_bytes()
-    for needle in (SECRET, "SECRET_TOKEN", "alice", "/opt/tools/nsys-2025", "PATH=/usr/bin"):
+    for needle in NEEDLES:
         assert needle.encode() not in raw, needle
     assert report.changed["capture environment rows"] >= 2
-    assert report.changed["environment strings"] >= 2
+    assert report.changed["environment and credentials"] >= 5
+    assert (
+        _value(path, "SELECT value FROM StringIds WHERE id = 900003")
+        == "Loaded CUPTI library: <nsys>/target-linux-x64/libcupti.so.13.0"
+    )
+    assert _value(path, "SELECT value FROM StringIds WHERE id = 900004") == "/home/user/run/bench.py --out /home/user/out"
+    assert _value(path, "SELECT value FROM StringIds WHERE id = 900006") == r"C:\Users\user\proj\train.py"
+    assert _value(path, "SELECT text FROM DIAGNOSTIC_EVENT WHERE timestamp = 1") == "connected to <host> as <user>"
+    assert _value(path, "SELECT name FROM PROCESSES WHERE pid = 99999") == "python3"
+    assert _value(path, "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_PARAM_OUTPUT_PATH_ABS'") == "run.sqlite"
+    assert _value(path, "SELECT value FROM META_DATA_CAPTURE WHERE name = 'PROCESS_1:COMMAND'") == ""
+    assert _value(path, "SELECT note || '|' || extra FROM FUTURE_TABLE") == "data at /home/user/data|[scrubbed]"
+    # Analysis data, though it looks like NAME=value, is untouched.
+    assert _value(path, "SELECT value FROM StringIds WHERE id = 910001") == "step=1"
+    assert _value(path, "SELECT value FROM StringIds WHERE id = 910002") == "batch_size=64"
+    assert _value(path, "SELECT text FROM NVTX_EVENTS WHERE start = 5") == "train=main"
+    after = kernel_summary([path])
+    assert_frame_equal(after.filter(~after["range"].is_in(DATA)), before, rel_tol=1e-12)
+    assert check(path).clean
+
+
+def test_older_schema_export_paths(fixture_copy):
+    """Older exports name the metadata table EXPORT_META_DATA and keep absolute paths in it."""
+    path = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2024.2.sqlite")
     with sqlite3.connect(path) as con:
-        assert con.execute("SELECT value FROM StringIds WHERE id = 900003").fetchone() == (
-            "Loaded CUPTI library: <nsys>/target-linux-x64/libcupti.so.13.0",
-        )
-        assert con.execute("SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_PARAM_OUTPUT_PATH_ABS'").fetchone() == (
-            "run.sqlite",
-        )
+        con.execute("ALTER TABLE META_DATA_EXPORT RENAME TO EXPORT_META_DATA")
+        con.execute("INSERT INTO EXPORT_META_DATA VALUES ('EXPORT_OUTPUT_PATH_ABS', '/home/bob/exports/run.sqlite')")
     con.close()
-    assert_frame_equal(kernel_summary([path]), before, rel_tol=1e-12)  # the trace itself is untouched
+    scrub(path)
+    assert _value(path, "SELECT value FROM EXPORT_META_DATA WHERE name = 'EXPORT_OUTPUT_PATH_ABS'") == "run.sqlite"
+    assert b"/home/bob" not in path.read_bytes()
+
+
+def test_identity_in_analysis_strings_is_reported_not_changed(fixture_copy):
+    path = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2025.3.sqlite")
+    scrub(path)
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE NVTX_EVENTS SET text = 'load /home/carol/data.bin' WHERE text = 'triton/4096x768'")
+        con.execute("UPDATE StringIds SET value = 'AWS_SECRET_ACCESS_KEY=x' WHERE value = 'norm_kernel'")
+    con.close()
+    found = check(path)
+    assert found.total == 0 and not found.clean and len(found.kept) == 2
+    assert any("NVTX_EVENTS.text (read by the analysis): a home path" in k for k in found.kept)
+    assert any("StringIds.value (id " in k and "a credential" in k for k in found.kept)
+    scrub(path)
+    assert _value(path, "SELECT count(*) FROM NVTX_EVENTS WHERE text = 'load /home/carol/data.bin'") == 1
+    assert _value(path, "SELECT count(*) FROM StringIds WHERE value = 'AWS_SECRET_ACCESS_KEY=x'") == 1
+
+
+def test_check_writes_nothing_and_gates(fixture_copy):
+    path = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2025.3.sqlite")
+    plant(path)
+    raw, mtime = path.read_bytes(), path.stat().st_mtime_ns
+    res = CliRunner().invoke(app, ["scrub", "--check", str(path)])
+    assert res.exit_code == 1 and "would remove" in res.stderr and "hold identity" in res.stderr
+    assert "StringIds.value: environment and credentials" in res.stdout
+    assert SECRET not in res.stdout + res.stderr  # values are not printed, only names
+    assert path.read_bytes() == raw and path.stat().st_mtime_ns == mtime
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+    assert CliRunner().invoke(app, ["scrub", str(path)]).exit_code == 0
+    res = CliRunner().invoke(app, ["scrub", "--check", str(path)])
+    assert res.exit_code == 0 and "nothing to remove" in res.stderr
+
+
+def test_through_a_symlink_the_real_file_is_scrubbed(fixture_copy, tmp_path):
+    real = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2025.3.sqlite")
+    plant(real)
+    real.chmod(0o600)
+    link = tmp_path / "elsewhere" / "link.sqlite"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    scrub(link)
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert SECRET.encode() not in real.read_bytes()
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600  # its permissions are kept
+
+
+def test_interrupt_leaves_nothing_unscrubbed(fixture_copy, monkeypatch):
+    """The working copy lives in SQLite's private temporary database, whose file SQLite unlinks
+    as soon as it makes it: while scrubbing, no copy shows beside the export or anywhere else;
+    an interrupt leaves the export as it was and nothing beside it."""
+    path = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2025.3.sqlite")
+    plant(path)
+    raw = path.read_bytes()
+    real = scrub_module._scrub_connection
+    seen = {}
+
+    def interrupted(con, report):
+        real(con, report)
+        con.execute("PRAGMA cache_size = 1")  # make SQLite spill the copy to its temporary file
+        con.execute("CREATE TABLE spill AS SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+        seen["beside"] = sorted(p.name for p in path.parent.iterdir())
+        seen["open"] = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                seen["open"].append(os.readlink(f"/proc/self/fd/{fd}"))
+            except OSError:  # the descriptor of the listing itself
+                pass
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scrub_module, "_scrub_connection", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        scrub(path)
+    temporary = [f for f in seen["open"] if "etilqs_" in f]  # SQLite's name for its temporary files
+    assert seen["beside"] == [path.name]
+    assert temporary and all(f.endswith("(deleted)") for f in temporary)
+    assert path.read_bytes() == raw
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
+def test_wal_export_and_cache_are_cleaned(fixture_copy, monkeypatch):
+    """An export in WAL mode with un-checkpointed rows: they are scrubbed and kept, and no WAL,
+    shared-memory file or Parquet cache from before survives."""
+    monkeypatch.setenv("NSYS_TOOLS_CACHE_MIN_BYTES", "0")
+    path = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2025.3.sqlite")
+    kernel_summary([path])
+    cache_dir = path.with_name(f".{path.name}.nsys-tools")
+    assert cache_dir.is_dir()
+    writer = sqlite3.connect(path)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("INSERT INTO StringIds VALUES (990001, 'USER=alice')")
+    writer.execute("INSERT INTO StringIds VALUES (990002, 'kept row')")
+    writer.commit()
+    assert path.with_name(path.name + "-wal").stat().st_size > 0
+    scrub(path)
+    writer.close()
+    assert not path.with_name(path.name + "-wal").exists() and not path.with_name(path.name + "-shm").exists()
+    assert path.read_bytes()[18:20] == b"\x01\x01"  # rollback journal, not WAL
+    assert _value(path, "SELECT value FROM StringIds WHERE id = 990002") == "kept row"
+    assert _value(path, "SELECT value FROM StringIds WHERE id = 990001") == "[scrubbed]"
+    assert not cache_dir.exists()
 
 
 def test_scrub_is_idempotent(fixture_copy):
@@ -83,30 +256,31 @@ def test_scrub_is_idempotent(fixture_copy):
     assert scrub(path).total == 0
 
 
+def test_refuses_what_it_cannot_scrub_in_place(fixture_copy, tmp_path):
+    path = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2024.2.sqlite")
+    path.chmod(0o444)
+    with pytest.raises(BadExport, match="is read-only"):
+        scrub(path)
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"report")
+    res = CliRunner().invoke(app, ["scrub", str(rep)])
+    assert res.exit_code == 1 and "is a report, not a .sqlite export" in res.stderr
+
+
 def test_cli_scrub_and_bad_input(fixture_copy, tmp_path):
     path = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2024.2.sqlite")
     plant(path)
-    res = CliRunner().invoke(app, ["scrub", str(path)])
-    assert res.exit_code == 0 and "environment" in res.stderr
-    assert SECRET.encode() not in path.read_bytes()
     bad = tmp_path / "x.sqlite"
     bad.write_text("no")
-    res = CliRunner().invoke(app, ["scrub", str(bad)])
-    assert res.exit_code == 1 and "not an SQLite file" in res.stderr
-    with pytest.raises(BadExport):
-        scrub(bad)
+    res = CliRunner().invoke(app, ["scrub", str(bad), str(path)])  # keeps going past a bad file
+    assert res.exit_code == 1 and "not an SQLite file" in res.stderr and "environment" in res.stderr
+    assert SECRET.encode() not in path.read_bytes()
     assert bad.read_text() == "no"
 
 
-def test_committed_exports_hold_no_environment():
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    exports = list(root.glob("reports/sweeps/*/*.sqlite")) + list(root.glob("tests/fixtures/*/*.sqlite"))
+def test_committed_exports_pass_the_check():
+    exports = [*ROOT.glob("reports/sweeps/*/*.sqlite"), *FIXTURES.glob("**/*.sqlite")]
     assert len(exports) > 20
     for path in exports:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
-            n = con.execute("SELECT count(*) FROM StringIds WHERE value LIKE '%PATH=%' OR value LIKE '%HOME=%'").fetchone()[0]
-            n += con.execute("SELECT count(*) FROM META_DATA_CAPTURE WHERE name LIKE '%ENVIRONMENT%'").fetchone()[0]
-        con.close()
-        assert n == 0, path
+        found = check(path)
+        assert found.clean, (path, found.examples, found.kept)

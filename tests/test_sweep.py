@@ -36,7 +36,7 @@ def test_summary_rows(quiet):
     assert row["kernels"] == "layer_norm_fwd" and row["op"] == "layernorm" and row["l2"] == "cold"
     assert row["kernel_p10_ns"] <= row["kernel_median_ns"] <= row["kernel_p90_ns"]
     assert row["span_median_ns"] > row["kernel_median_ns"]  # the span includes the launch the GPU waited for
-    assert row["gbps"] == pytest.approx(row["bytes"] / row["kernel_median_ns"])
+    assert row["gb_per_s"] == pytest.approx(row["bytes"] / row["kernel_median_ns"])
     copy = s.filter(pl.col("impl") == "copy")["kernels"].unique().to_list()
     assert copy == ["[CUDA memcpy Device-to-Device]"]
 

@@ -51,3 +51,55 @@ def test_microseconds_in_markdown_nanoseconds_in_csv():
     assert "| (none) | k | 12.67 | 100 |" in markdown(df)
     assert render(df, Format.csv).splitlines() == ["range,kernel,median_ns,instances", '"",k,12672.5,100']
     assert escape("a\nb") == "a b"
+
+
+# Property-based: whatever a kernel or range name holds, a markdown row stays one line with one
+# cell per column, and the cell reads back as the name (line breaks and controls as spaces).
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+NAMES = st.text(
+    alphabet=st.one_of(
+        st.sampled_from(list("|\\\r\n\t\x00\x0b\x0c\x85\u2028\u2029&<>`*_[]#~$@!:;\"' ")),
+        st.characters(codec="utf-8", exclude_categories=("Cs",)),
+    ),
+    max_size=40,
+)
+_ENTITIES = {"&amp;": "&", "&lt;": "<", "&gt;": ">", "&#64;": "@"}
+
+
+def _read_back(cell: str) -> str:
+    """What a markdown renderer shows for a cell: backslash escapes and entities undone."""
+    import re
+
+    out = re.sub(r"\\(.)", r"\1", cell)
+    return re.sub("|".join(map(re.escape, _ENTITIES)), lambda m: _ENTITIES[m.group()], out)
+
+
+def _shown(name: str) -> str:
+    """The name as a cell may show it: characters that end a line, and controls, as spaces."""
+    breaking = {*map(chr, range(0x20)), "\x7f", "\x85", "\u2028", "\u2029"}
+    return "".join(" " if c in breaking else c for c in name)
+
+
+@settings(max_examples=300, deadline=None)
+@given(NAMES, NAMES)
+def test_any_name_stays_in_its_cell(kernel, range_):
+    df = pl.DataFrame({"range": [range_], "kernel": [kernel], "median_ns": [1000.0]})
+    md = markdown(df)
+    lines = md.splitlines()
+    assert len(lines) == 3 and len(md.split("\n")) == 4  # header, rule, one row: no line break survived
+    cells = _cells(md)[2]
+    assert len(cells) == 3
+    assert cells[2] == "1.00"
+    for cell, name in ((cells[0], range_), (cells[1], kernel)):
+        if name:
+            assert _read_back(cell) == _shown(name).strip() or len(name) > 60  # long names are shortened
+        assert "<" not in cell and ">" not in cell and "@" not in cell
+        assert not any(c in cell for c in "\r\n\x00\u2028\u2029\x85")
+
+
+@settings(max_examples=300, deadline=None)
+@given(NAMES)
+def test_escape_round_trips(name):
+    assert _read_back(escape(name)) == _shown(name)
