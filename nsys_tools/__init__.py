@@ -1,10 +1,15 @@
 """nsys-tools: Nsight Systems exports into Polars, same-session comparisons and issue comments.
 
-The package imports nothing heavy at the top: ``capture/`` and the CLI's capture commands run on
-GPU machines without Polars or Altair. The library lives in the modules:
+Start from ``nsys_tools.open(path)``: a ``Trace`` whose methods give the export's kernels,
+memory operations, API calls, NVTX ranges and GPU operations (attributed to their ranges) as
+Polars frames; ``nsys_tools.views`` turns them into the standard tables.
 
-- ``export``, ``schema``, ``events``, ``attribute``: reading exports into frames; ``inputs``: which exports;
-- ``report``, ``metrics``, ``tables``: kernel statistics per NVTX range;
+The package imports nothing heavy at the top (``open`` and ``Trace`` are loaded on first use):
+``capture/`` and the CLI's capture commands run on GPU machines without Polars or Altair. The
+library lives in the modules:
+
+- ``trace`` (the frame layer) over ``export``, ``schema``, ``events``, ``attribute``; ``inputs``: which exports;
+- ``views`` (kernels, ranges, api, memops, gaps), ``report``, ``metrics``, ``tables``;
 - ``plugin``, ``convention``: the op interface and the NVTX naming every capture follows;
 - ``sweep``, ``verdict``, ``ledger``, ``issue``, ``charts``: sweeps and issue comments;
 - ``compare``: any two captures, call for call;
@@ -13,3 +18,17 @@ GPU machines without Polars or Altair. The library lives in the modules:
 """
 
 __version__ = "0.1.0"
+__all__ = ["Trace", "open", "__version__"]
+
+
+def __getattr__(name: str):
+    """``nsys_tools.open`` and ``nsys_tools.Trace``, imported on first use (PEP 562)."""
+    if name in ("open", "Trace"):
+        from . import trace
+
+        return getattr(trace, name)
+    raise AttributeError(f"module 'nsys_tools' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), "open", "Trace"])

@@ -13,72 +13,100 @@ thread that launched it (nsys's projection). Everything here is joins, no loops 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import polars as pl
 
 Nesting = Literal["innermost", "all"]
 
+# What an attributed operation carries of its range; with every enclosing range, also which
+# instance it is, so that projections group by range instance.
 RANGE_COLUMNS = ("range", "domain")
+INSTANCE_COLUMNS = ("range_instance", "style", "range_start_ns", "range_end_ns")
+# What it needs of the ranges (``events.nvtx_ranges``).
+RANGE_INPUT = ("range_instance", "start_ns", "end_ns", "global_tid", "style", *RANGE_COLUMNS)
 
 
 def launches(ops: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
-    """Replace each operation's ``pid, correlation_id`` by its launching call's ``tid,
-    api_start_ns, api_end_ns``.
+    """Add to each operation its launching call's ``global_tid, api_start_ns, api_end_ns``
+    (and ``api_name_id``, where ``calls`` has it; ``calls`` from ``events.launch_calls``: one
+    per process and correlation id). Operations with no ``global_pid`` need ``start_ns``.
 
-    A correlation id names one call within a process, so the match is on (process, correlation
-    id); exports whose activity tables record no process (``pid`` absent, nsys before 2021) match
-    on the correlation id alone. Operations with no launching call keep null call columns.
+    A correlation id names one launch within a process, so an operation that records its
+    process (``global_pid``) matches on (process, correlation id). Exports whose activity tables
+    record no process (nsys before 2021) may hold several processes that reuse correlation ids:
+    there each operation takes the call with its correlation id that started last before it
+    did (a launch precedes its execution), and the process of that call's thread. Either way an
+    operation matches at most one call. Operations with no launching call keep null call columns.
     """
-    keys = ["pid", "correlation_id"] if "pid" in ops.collect_schema().names() else ["correlation_id"]
-    calls = calls.select(*keys, "tid", "api_start_ns", "api_end_ns")
-    return ops.join(calls, on=keys, how="left").drop(keys)
+    cols = [c for c in ("global_tid", "api_start_ns", "api_end_ns", "api_name_id") if c in calls.collect_schema().names()]
+    unknown = ops.select(pl.col("global_pid").is_null().sum()).collect().item()
+    by_process = ops.join(calls.select("global_pid", "correlation_id", *cols), on=["global_pid", "correlation_id"], how="left")
+    if unknown == 0:
+        return by_process
+    by_time = (
+        ops.filter(pl.col("global_pid").is_null())
+        .drop("global_pid")
+        .sort("start_ns")
+        .join_asof(
+            calls.select("correlation_id", "global_pid", *cols).sort("api_start_ns"),
+            left_on="start_ns",
+            right_on="api_start_ns",
+            by="correlation_id",
+            strategy="backward",
+            check_sortedness=False,
+        )
+    )
+    return pl.concat([by_process.filter(pl.col("global_pid").is_not_null()), by_time], how="diagonal_relaxed")
 
 
 def _pushpop_depths(ranges: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """(ranges with their nesting ``depth``, the thread's depth after each open/close event)."""
     pushpop = ranges.filter((pl.col("style") == "pushpop") & (pl.col("end_ns") > pl.col("start_ns")))
     opens = pushpop.select(
-        "tid",
+        "global_tid",
         "start_ns",
         "end_ns",
-        "range",
-        "domain",
+        *RANGE_COLUMNS,
+        "range_instance",
+        "style",
         t="start_ns",
         delta=pl.lit(1, pl.Int64),
         tie=-(pl.col("end_ns") - pl.col("start_ns")),
     )
-    closes = pushpop.select("tid", t="end_ns", delta=pl.lit(-1, pl.Int64), tie=pl.lit(0, pl.Int64))
+    closes = pushpop.select("global_tid", t="end_ns", delta=pl.lit(-1, pl.Int64), tie=pl.lit(0, pl.Int64))
     # At one instant closes come before opens, and an outer range opens before an inner one.
     events = (
         pl.concat([opens, closes], how="diagonal")
         .sort("t", "delta", "tie")
-        .with_columns(depth=pl.col("delta").cum_sum().over("tid"))
+        .with_columns(depth=pl.col("delta").cum_sum().over("global_tid"))
     )
-    with_depth = events.filter(pl.col("delta") == 1).select("tid", "depth", "start_ns", "end_ns", "range", "domain")
-    return with_depth.sort("start_ns"), events.select("tid", "t", "depth")
+    with_depth = events.filter(pl.col("delta") == 1).select(
+        "global_tid", "depth", "start_ns", "end_ns", *RANGE_COLUMNS, "range_instance", "style"
+    )
+    return with_depth.sort("start_ns"), events.select("global_tid", "t", "depth")
 
 
 def _range_fields(matched: pl.LazyFrame) -> pl.LazyFrame:
     return matched.select(
         "op_id",
-        "range",
-        "domain",
+        *RANGE_COLUMNS,
+        "range_instance",
+        "style",
         range_start_ns="start_ns",
         range_end_ns="end_ns",
-        depth=pl.col("depth").cast(pl.Int64),
     )
 
 
 def _pushpop_candidates(ops: pl.LazyFrame, ranges: pl.LazyFrame, nesting: Nesting) -> pl.LazyFrame:
     pushpop, events = _pushpop_depths(ranges)
-    calls = ops.filter(pl.col("tid").is_not_null()).select("op_id", "tid", "api_start_ns", "api_end_ns")
+    calls = ops.filter(pl.col("global_tid").is_not_null()).select("op_id", "global_tid", "api_start_ns", "api_end_ns")
     at = (
         calls.sort("api_start_ns")
-        .join_asof(events, left_on="api_start_ns", right_on="t", by="tid", strategy="backward", check_sortedness=False)
+        .join_asof(events, left_on="api_start_ns", right_on="t", by="global_tid", strategy="backward", check_sortedness=False)
         .filter(pl.col("depth") > 0)
     )
-    right = pushpop
     if nesting == "innermost":
         levels = [at]
     else:
@@ -87,31 +115,29 @@ def _pushpop_candidates(ops: pl.LazyFrame, ranges: pl.LazyFrame, nesting: Nestin
     found = [
         level.sort("api_start_ns")
         .join_asof(
-            right, left_on="api_start_ns", right_on="start_ns", by=["tid", "depth"], strategy="backward", check_sortedness=False
+            pushpop,
+            left_on="api_start_ns",
+            right_on="start_ns",
+            by=["global_tid", "depth"],
+            strategy="backward",
+            check_sortedness=False,
         )
         .filter(pl.col("end_ns") >= pl.col("api_end_ns"))
         for level in levels
     ]
-    empty = pl.LazyFrame(
-        schema={
-            "op_id": pl.UInt32,
-            "range": pl.String,
-            "domain": pl.String,
-            "start_ns": pl.Int64,
-            "end_ns": pl.Int64,
-            "depth": pl.Int64,
-        }
-    )
-    return _range_fields(pl.concat(found, how="diagonal_relaxed") if found else empty)
+    if not found:
+        return _range_fields(
+            pushpop.select("start_ns", "end_ns", *RANGE_COLUMNS, "range_instance", "style", op_id=pl.lit(0, pl.UInt32)).clear()
+        )
+    return _range_fields(pl.concat(found, how="diagonal_relaxed"))
 
 
 def _startend_candidates(ops: pl.LazyFrame, ranges: pl.LazyFrame) -> pl.LazyFrame:
     startend = ranges.filter(pl.col("style") == "startend")
     matched = (
-        ops.select("op_id", "tid", "api_start_ns", "api_end_ns")
-        .join(startend, on="tid", how="inner")
+        ops.select("op_id", "global_tid", "api_start_ns", "api_end_ns")
+        .join(startend, on="global_tid", how="inner")
         .filter((pl.col("start_ns") <= pl.col("api_start_ns")) & (pl.col("end_ns") >= pl.col("api_end_ns")))
-        .with_columns(depth=pl.lit(None, pl.Int64))
     )
     return _range_fields(matched)
 
@@ -120,16 +146,16 @@ def _innermost_pushpop(ops: pl.LazyFrame, ranges: pl.LazyFrame) -> pl.LazyFrame:
     """The common case in one pass: push/pop ranges only, innermost wanted. Two as-of joins on
     the operations sorted by launch time: the depth the call was made at, then the range."""
     pushpop, events = _pushpop_depths(ranges)
-    right = pushpop.select("tid", "depth", "range", "domain", range_start_ns="start_ns", range_end_ns="end_ns")
+    right = pushpop.select("global_tid", "depth", *RANGE_COLUMNS, range_start_ns="start_ns", range_end_ns="end_ns")
     inside = (pl.col("range_end_ns") >= pl.col("api_end_ns")).fill_null(False)
     return (
         ops.sort("api_start_ns", nulls_last=True)
-        .join_asof(events, left_on="api_start_ns", right_on="t", by="tid", strategy="backward", check_sortedness=False)
+        .join_asof(events, left_on="api_start_ns", right_on="t", by="global_tid", strategy="backward", check_sortedness=False)
         .join_asof(
             right,
             left_on="api_start_ns",
             right_on="range_start_ns",
-            by=["tid", "depth"],
+            by=["global_tid", "depth"],
             strategy="backward",
             check_sortedness=False,
         )
@@ -140,22 +166,31 @@ def _innermost_pushpop(ops: pl.LazyFrame, ranges: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def project(ops: pl.LazyFrame, calls: pl.LazyFrame, ranges: pl.LazyFrame, nesting: Nesting = "innermost") -> pl.LazyFrame:
+def project(
+    ops: pl.LazyFrame, calls: pl.LazyFrame, ranges: pl.LazyFrame, nesting: Nesting = "innermost", *, drop: Sequence[str] = ()
+) -> pl.LazyFrame:
     """Attribute each operation in ``ops`` to its enclosing NVTX range(s).
 
-    ``ops`` needs ``pid, correlation_id``; ``calls`` comes from ``events.api_calls``; ``ranges``
-    from ``events.nvtx_ranges``. ``innermost`` gives one row per operation; ``all`` gives one
-    row per (operation, enclosing range). Operations outside every range keep ``range = ""``.
+    ``ops`` needs ``global_pid, correlation_id, start_ns``; ``calls`` comes from
+    ``events.launch_calls``; ``ranges`` from ``events.nvtx_ranges``. ``innermost`` gives one row
+    per operation with its ``range`` and ``domain``; ``all`` gives one row per (operation,
+    enclosing range), with the range instance too (``range_instance, style, range_start_ns,
+    range_end_ns``). Operations outside every range keep ``range = ""``. ``drop`` names
+    columns not wanted once the launch is found (the join keys, say): fewer columns through the
+    sorts and joins of millions of rows.
     """
     if nesting == "innermost" and ranges.filter(pl.col("style") == "startend").select(pl.len()).collect().item() == 0:
-        return _innermost_pushpop(launches(ops, calls), ranges)
+        return _innermost_pushpop(launches(ops, calls).drop(drop), ranges)
     # The id is assigned before any join: joins need not keep row order, and ``ops`` is read twice.
-    ops = launches(ops.with_row_index("op_id"), calls)
+    ops = launches(ops.with_row_index("op_id"), calls).drop(drop)
     candidates = pl.concat([_pushpop_candidates(ops, ranges, nesting), _startend_candidates(ops, ranges)])
+    carried = RANGE_COLUMNS
     if nesting == "innermost":
         candidates = candidates.sort("op_id", "range_start_ns").unique("op_id", keep="last")
+    else:
+        carried = RANGE_COLUMNS + INSTANCE_COLUMNS
     return (
-        ops.join(candidates.select("op_id", *RANGE_COLUMNS), on="op_id", how="left")
+        ops.join(candidates.select("op_id", *carried), on="op_id", how="left")
         .with_columns(pl.col("range").fill_null(""))
         .drop("op_id")
     )

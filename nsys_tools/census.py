@@ -156,20 +156,16 @@ def census(op: Op, shape: str, impls: list[Impl], arch: str = "sm_90") -> pl.Dat
 def cross_check(table: pl.DataFrame, capture: Path) -> pl.DataFrame:
     """Add what the trace recorded for each implementation at the shape (registers, static shared
     memory, grid, block) and a ``disagrees`` list naming every field that differs."""
-    from . import attribute, events
-    from .export import open_export
     from .sweep import RANGE_REGEX, is_sweep, parse_ranges
+    from .trace import open as open_trace
 
     shape = table["shape"][0]
     path = capture / f"{shape}.sqlite" if is_sweep(capture) else capture
-    ex = open_export(path)
-    cols = [*events.launch_keys(ex), "registers_per_thread", "static_shared_bytes", "grid_x", "block_x"]
-    ops = events.kernels(ex).select(cols)
+    with open_trace(path) as trace:
+        ops = trace.gpu_ops(attributed=True, columns=["kind", "registers_per_thread", "static_shared_bytes", "grid_x", "block_x"])
+        ops = ops.filter((pl.col("kind") == "kernel") & pl.col("range").str.contains(RANGE_REGEX)).collect()
     found = (
-        attribute.project(ops, events.launch_calls(ex, ops), events.nvtx_ranges(ex))
-        .filter(pl.col("range").str.contains(RANGE_REGEX))
-        .collect()
-        .pipe(parse_ranges)
+        ops.pipe(parse_ranges)
         .filter(pl.col("shape") == shape)
         .group_by("impl")
         .agg(

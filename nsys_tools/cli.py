@@ -43,6 +43,28 @@ class Nesting(str, Enum):
     all = "all"
 
 
+class View(str, Enum):
+    kernels = "kernels"
+    ranges = "ranges"
+    api = "api"
+    memops = "memops"
+    gaps = "gaps"
+
+
+COMMENT_CHARS = 60_000  # markdown is cut to fit an issue comment (GitHub allows 65,536)
+
+
+def _by(text: str | None) -> list[str]:
+    """``--by device,process,stream`` (any subset) as a list, checked."""
+    from .views import BY
+
+    keys = [k.strip() for k in (text or "").split(",") if k.strip()]
+    unknown = [k for k in keys if k not in BY]
+    if unknown:
+        raise typer.BadParameter(f"unknown key {unknown[0]!r}: choose from {', '.join(BY)}", param_hint="--by")
+    return keys
+
+
 def friendly(fn):
     """Turn the toolkit's errors into one ``Error:`` line and exit code 1. Anything else that
     escapes is a bug: it gets one line too, saying so (``--debug`` shows the traceback)."""
@@ -87,8 +109,21 @@ def emit(text: str) -> None:
         raise OutputError(None, f"cannot write to standard output ({exc.strerror or exc})", "check where stdout goes") from exc
 
 
+def _version(show: bool) -> None:
+    if show:
+        from . import __version__
+
+        emit(f"nsys-tools {__version__}\n")
+        raise typer.Exit()
+
+
 @app.callback()
-def main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False) -> None:
+def main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     _debug["on"] = debug
 
 
@@ -151,6 +186,19 @@ def report(
     per_file: Annotated[
         bool, typer.Option("--per-file", help="With several exports, one row per file instead of aggregating.")
     ] = False,
+    view: Annotated[
+        View, typer.Option(help="The table: kernels, ranges (GPU time projected), api, memops, gaps.")
+    ] = View.kernels,
+    by: Annotated[
+        Optional[str], typer.Option(help="Split rows by any of device,process,stream (comma-separated).", show_default=False)
+    ] = None,
+    top: Annotated[
+        Optional[int],
+        typer.Option(
+            min=0, help="Keep the N rows with the largest total time (gaps: the longest); 0 keeps all.", show_default=False
+        ),
+    ] = None,
+    min_gap: Annotated[float, typer.Option(min=0, help="--view gaps: the shortest idle interval reported, in µs.")] = 100.0,
     nsys: Annotated[
         Optional[Path], typer.Option(help="nsys executable, to export .nsys-rep files (default: $NSYS, then PATH).")
     ] = None,
@@ -171,11 +219,15 @@ def report(
     ] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
-    """Kernel time per NVTX range, or per implementation and shape for a sweep folder.
+    """Kernel time per NVTX range and the other standard views, or per implementation and shape for a sweep folder.
 
-    For exports: instances, total, mean, median, min, max, stddev, p10 and p90 of each kernel per
-    NVTX range. Each kernel belongs to the range enclosing the API call that launched it, on the
-    launching thread; kernels outside every range are reported with an empty range. A folder
+    For exports (--view): kernels, the default: instances, total, time %, mean, median, min, max,
+    stddev, p10 and p90 of each kernel per NVTX range (the range enclosing the API call that
+    launched it, on the launching thread; kernels outside every range have an empty range).
+    ranges: the GPU time each NVTX range projects and its CPU time. api: CUDA API calls per
+    function. memops: copies and sets by kind, with bytes, time and bandwidth. gaps: GPU idle
+    intervals and what ran around them. --by device,process,stream splits any of them.
+    Markdown is cut to fit an issue comment, saying how many rows were left out. A folder
     with exports that cannot be read is still reported: the failures are listed and the exit
     code is 1.
 
@@ -194,6 +246,7 @@ def report(
     sweeps = [p for p in inputs if is_sweep(p)]
     if sweeps and len(sweeps) != len(inputs):
         raise typer.BadParameter("give either sweep folders or exports, not both", param_hint="PATHS")
+    keys = _by(by)
     export_only = {
         "--range": range_glob is not None,
         "--kernel": kernel_glob is not None,
@@ -201,10 +254,15 @@ def report(
         "--include-memops": include_memops,
         "--nesting": nesting is not Nesting.innermost,
         "--per-file": per_file,
+        "--view": view is not View.kernels,
+        "--by": bool(keys),
     }
     given = [name for name, on in export_only.items() if on]
     if sweeps and given:
         raise typer.BadParameter(f"{', '.join(given)} apply to exports, not sweep folders", param_hint=given[0])
+    for name, value, column in (("--range", range_glob, "range"), ("--kernel", kernel_glob, "kernel")):
+        if value and not sweeps and column not in _view_columns(view):
+            raise typer.BadParameter(f"--view {view.value} has no {column} column", param_hint=name)
     issue_only = [
         n
         for n, v in (("--ledger", ledger), ("--charts", charts), ("--chart-base-url", chart_base_url), ("--control", control))
@@ -246,29 +304,37 @@ def report(
         from rich.progress import Progress
 
         from .inputs import expand_inputs
-        from .report import kernel_summary
+        from .report import view_table
 
         files = expand_inputs(inputs)
         target = _output(output, _read_by(files))
+        options = {
+            View.kernels: {"names": names.value, "include_memops": include_memops, "nesting": nesting.value},
+            View.gaps: {"min_gap_ns": round(min_gap * 1000)},
+        }.get(view, {})
         with Progress(console=stderr, transient=True, disable=len(files) < 2) as bar:
             task = bar.add_task("Reading exports", total=len(files))
-            frame = kernel_summary(
+            frame = view_table(
                 files,
+                view.value,
+                by=keys,
+                per_file=per_file,
                 range_glob=_glob(range_glob, "--range"),
                 kernel_glob=_glob(kernel_glob, "--kernel"),
-                names=names.value,
-                include_memops=include_memops,
-                nesting=nesting.value,
-                per_file=per_file,
                 nsys=nsys,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
                 failures=failures if len(files) > 1 else None,
+                **options,
             )
         if len(failures) == len(files):
             _fail(failures, f"none of the {len(files)} exports could be read")
     if frame.is_empty():
-        stderr.print("No kernels matched: the table is empty.", markup=False)
-    _write(render(frame, fmt), target)
+        stderr.print("No rows: the table is empty.", markup=False)
+    rows = frame.height
+    frame = frame.head(top) if top else frame
+    cap = COMMENT_CHARS if fmt is Format.markdown and top is None else None
+    hint = "`--top 0` shows all of them; `--format csv` or `json` writes them whole."
+    _write(render(frame, fmt, of=rows, max_chars=cap, hint=hint) if fmt is Format.markdown else render(frame, fmt), target)
     if failures:
         _fail(
             failures,
@@ -302,6 +368,12 @@ def _capture_files(path: Path) -> list[Path]:
     from .sweep import is_sweep
 
     return _folder_files(path) if is_sweep(path) else _read_by(expand_inputs([path]))
+
+
+def _view_columns(view: View) -> tuple[str, ...]:
+    from .views import get
+
+    return get(view.value).COLUMNS
 
 
 def _relative(target: Path, base: Path) -> str:

@@ -249,8 +249,8 @@ class Export:
 
     def fetch(self, sql: str | list[str], schema: dict[str, object]):
         """Run ``sql`` (or its partitions, in parallel) and return a DataFrame with ``schema``:
-        columns cast to their dtype, columns the query lacks added as nulls. Results of large
-        exports come from, and go to, the Parquet cache beside the export."""
+        columns cast to their dtype (None: as stored), columns the query lacks added as nulls.
+        Results of large exports come from, and go to, the Parquet cache beside the export."""
         import polars as pl
 
         from . import cache
@@ -258,7 +258,10 @@ class Export:
         def read() -> pl.DataFrame:
             with reading(self.source):
                 df = pl.read_database_uri(sql, self.uri, engine="connectorx")
-                return df.select(pl.col(c).cast(t) if c in df.columns else pl.lit(None, t).alias(c) for c, t in schema.items())
+                return df.select(
+                    (pl.col(c) if t is None else pl.col(c).cast(t)) if c in df.columns else pl.lit(None, t).alias(c)
+                    for c, t in schema.items()
+                )
 
         return cache.memo(self, sql, read)
 
@@ -269,13 +272,17 @@ class Export:
         partitions, one per core."""
         import polars as pl
 
-        dtypes = {"int": pl.Int64, "str": pl.String, "float": pl.Float64}
+        dtypes = {"int": pl.Int64, "str": pl.String, "float": pl.Float64, "any": None}
         present = self.tables.get(table, frozenset())
         cols, schema = [], {}
         for fld in fields:
-            src = next((s for s in fld.sources if s in present), None)
-            if src:
-                cols.append(f'"{src}" AS {fld.name}')
+            if fld.expr:
+                if all(s in present for s in fld.sources):
+                    cols.append(f'{fld.expr} AS "{fld.name}"')
+            else:
+                src = next((s for s in fld.sources if s in present), None)
+                if src:
+                    cols.append(f'"{src}" AS "{fld.name}"')
             schema[fld.name] = dtypes[fld.dtype]
         sql = f"SELECT {', '.join(cols) or 'rowid'} FROM {table}" + (f" WHERE ({where})" if where else "")
         n = self.rows(table)

@@ -31,26 +31,77 @@ def distribution(col: str) -> dict[str, pl.Expr]:
     }
 
 
-def duration_stats(col: str = "duration_ns") -> list[pl.Expr]:
-    """The statistics ``nsys stats`` reports, plus p10 and p90. The standard deviation is the
-    sample one, 0 for a single instance as nsys prints it."""
-    dist = distribution(col)
-    return [
-        pl.len().alias("instances"),
-        pl.col(col).sum().alias("total_ns"),
-        *(dist[k].alias(k) for k in ("mean_ns", "median_ns", "min_ns", "max_ns")),
-        pl.col(col).std(ddof=1).fill_null(0.0).alias("stddev_ns"),
-        *(dist[k].alias(k) for k in ("p10_ns", "p90_ns")),
-    ]
+# Per-export statistics that merge exactly across exports (local, or one task per export on a
+# cluster): ``partial`` keeps per group the count, totals, extremes and, where medians and
+# percentiles are wanted, the values themselves; ``merge`` combines partials of the same groups;
+# ``finalize`` turns merged partials into the statistics ``nsys stats`` reports.
 
 
-def summarize(ops: pl.LazyFrame, by: Sequence[str], col: str = "duration_ns") -> pl.LazyFrame:
-    """One row per group of ``by`` with ``duration_stats``, largest total first."""
-    return (
-        ops.group_by(list(by))
-        .agg(duration_stats(col))
-        .sort(["total_ns", *by], descending=[True] + [False] * len(by), nulls_last=True)
-    )
+def partial(rows: pl.LazyFrame, by: Sequence[str], measured: Sequence[str], summed: Sequence[str] = ()) -> pl.LazyFrame:
+    """One row per group of ``by``: ``instances``; for each ``measured`` column its total, min,
+    max and values (a list); for each ``summed`` column its total."""
+    aggs = [pl.len().cast(pl.Int64).alias("instances")]
+    for c in measured:
+        aggs += [pl.col(c).sum().alias(f"{c}:total"), pl.col(c).min().alias(f"{c}:min"), pl.col(c).max().alias(f"{c}:max")]
+        aggs.append(pl.col(c).alias(f"{c}:values"))
+    aggs += [pl.col(c).sum().alias(f"{c}:total") for c in summed]
+    return rows.group_by(list(by)).agg(aggs)
+
+
+def merge(partials: pl.LazyFrame, by: Sequence[str], measured: Sequence[str], summed: Sequence[str] = ()) -> pl.LazyFrame:
+    """Partials (concatenated) of the same groups combined into one row per group, exactly."""
+    aggs = [pl.col("instances").sum()]
+    for c in measured:
+        aggs += [pl.col(f"{c}:total").sum(), pl.col(f"{c}:min").min(), pl.col(f"{c}:max").max(), pl.col(f"{c}:values").explode()]
+    aggs += [pl.col(f"{c}:total").sum() for c in summed]
+    return partials.group_by(list(by)).agg(aggs)
+
+
+STATS = ("total", "mean", "median", "min", "max", "stddev", "p10", "p90")
+
+
+def named(template: str, stats: Sequence[str] = STATS) -> tuple[str, ...]:
+    """The columns ``finalize`` names from ``template``: ``named("{}_ns")`` -> ``total_ns, mean_ns, ...``."""
+    return tuple(template.format(s) for s in stats)
+
+
+def timed(template: str = "{}_ns") -> tuple[str, ...]:
+    """The time columns of a table, as nsys orders them: total, its share (``time_pct``), then
+    mean, median, min, max, stddev, p10, p90."""
+    total, *rest = named(template)
+    return (total, "time_pct", *rest)
+
+
+def finalize(
+    merged: pl.LazyFrame, by: Sequence[str], measured: dict[str, str], summed: dict[str, str] | None = None
+) -> pl.LazyFrame:
+    """The statistics of merged partials, one row per group: ``instances``, then for each
+    ``measured`` column (named by its template: ``{"duration_ns": "{}_ns"}`` gives ``total_ns,
+    mean_ns, median_ns, min_ns, max_ns, stddev_ns, p10_ns, p90_ns``) its total, mean, median
+    (interpolated, as nsys computes it), extremes, sample standard deviation (0 for one
+    instance, as nsys prints it) and 10th and 90th percentiles (linear); each ``summed``
+    column's total under its given name."""
+    stats = [pl.col("instances")]
+    for c, name in measured.items():
+        values = pl.col(f"{c}:values")
+        exprs = (
+            pl.col(f"{c}:total"),
+            pl.col(f"{c}:total") / pl.col("instances"),
+            values.list.median(),
+            pl.col(f"{c}:min"),
+            pl.col(f"{c}:max"),
+            values.list.std(ddof=1).fill_null(0.0),
+            values.list.eval(pl.element().quantile(0.1, "linear")).list.first(),
+            values.list.eval(pl.element().quantile(0.9, "linear")).list.first(),
+        )
+        stats += [e.alias(n) for e, n in zip(exprs, named(name), strict=True)]
+    stats += [pl.col(f"{c}:total").alias(name) for c, name in (summed or {}).items()]
+    return merged.select(*by, *stats)
+
+
+def share(total: str) -> pl.Expr:
+    """Each row's share of the column's sum, in percent (nsys's "Time (%)")."""
+    return pl.col(total) * 100.0 / pl.col(total).sum()
 
 
 # Bootstrap replicates are drawn in chunks of at most this many resampled values, to bound memory

@@ -1,56 +1,21 @@
-"""Kernel time per NVTX range: the facade behind ``nsys-tools report`` for plain exports."""
+"""The tables behind ``nsys-tools report`` for exports: any view over one or many exports."""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Literal
 
 import polars as pl
 
-from . import attribute, cache, events, metrics
-from . import schema as S
+from . import cache, views
 from .errors import NsysToolsError
-from .export import Export, open_export, reading
+from .export import reading
 from .inputs import expand_inputs
-
-Names = Literal["short", "demangled"]
-
-
-def gpu_ops(ex: Export, *, names: Names = "demangled", include_memops: bool = False) -> pl.LazyFrame:
-    """Kernels (and optionally memory operations) as ``name_id``/``label`` rows with times.
-
-    Kernels keep their string id in ``name_id``; memory operations (``include_memops``) carry a
-    literal ``label`` such as ``[CUDA memcpy Device-to-Device]``, as nsys names them.
-    """
-    id_col = "short_name_id" if names == "short" else "demangled_name_id"
-    cols = [*events.launch_keys(ex), "start_ns", "end_ns", "duration_ns"]
-    kernels = events.kernels(ex, [*cols, id_col]).select(*cols, name_id=id_col)
-    if not include_memops:
-        return kernels
-    label = pl.when(pl.col("op") == "memcpy").then(pl.format("[CUDA memcpy {}]", "copy_kind")).otherwise(pl.lit("[CUDA memset]"))
-    memops = events.memops(ex).select(*cols, name_id=pl.lit(None, pl.Int64), label=label)
-    return pl.concat([kernels, memops], how="diagonal")
-
-
-def attributed(
-    ex: Export,
-    *,
-    names: Names = "demangled",
-    include_memops: bool = False,
-    nesting: attribute.Nesting = "innermost",
-    keep: Iterable[str] | None = None,
-) -> pl.LazyFrame:
-    """``gpu_ops`` with the enclosing NVTX ``range`` of each operation; ``keep`` narrows the
-    operation columns carried along (exports hold millions of operations)."""
-    ops = gpu_ops(ex, names=names, include_memops=include_memops)
-    if keep is not None:
-        ops = ops.select(*dict.fromkeys([*events.launch_keys(ex), *keep]))
-    return attribute.project(ops, events.launch_calls(ex, ops), events.nvtx_ranges(ex), nesting)
+from .trace import open as open_trace
 
 
 def glob_regex(pattern: str) -> str:
@@ -74,62 +39,46 @@ def glob_regex(pattern: str) -> str:
     return "^(?s:" + "".join(out) + ")$"
 
 
-def _name(df: pl.DataFrame, ex: Export) -> pl.DataFrame:
-    """Attach kernel names to ``name_id`` and merge them with the memory-operation labels."""
-    named = events.attach_names(ex, df, {"name_id": "name"})
-    kernel = pl.coalesce("label", "name") if "label" in df.columns else pl.col("name")
-    return named.with_columns(kernel=kernel).drop("name", "name_id", "label", strict=False)
+def _per_file(path: Path, *, view: str, by: tuple[str, ...], per_file: bool, nsys, options: dict) -> pl.DataFrame:
+    """One export's partial table of ``view``, through the cache beside it."""
+    with reading(path), open_trace(path, nsys) as trace:
+        detail = " ".join(f"{k}={options[k]}" for k in sorted(options))
+        part = cache.memo(
+            trace.export,
+            f"view {view} partial by={','.join(by)} {detail}",
+            lambda: views.partial(view, trace, by, **options).collect(),
+        )
+    return part.with_columns(file=pl.lit(str(path))) if per_file else part
 
 
-def _per_file(path: Path, *, nsys, names: Names, include_memops: bool, nesting: attribute.Nesting, whole: bool) -> pl.DataFrame:
-    """One export's contribution: its summary (``whole``) or its named rows, through the cache."""
-    with reading(path):
-        ex = open_export(path, nsys)
-        label = ["label"] if include_memops else []
-        options = f"names={names} memops={include_memops} nesting={nesting}"
-
-        def compute() -> pl.DataFrame:
-            keys = ["range", "name_id", *label]
-            ops = attributed(
-                ex, names=names, include_memops=include_memops, nesting=nesting, keep=("name_id", *label, "duration_ns")
-            )
-            return _name((metrics.summarize(ops, keys) if whole else ops.select(*keys, "duration_ns")).collect(), ex)
-
-        frame = cache.memo(ex, f"report {'summary' if whole else 'rows'} {options}", compute)
-        return frame.with_columns(file=pl.lit(str(path)))
-
-
-def named_ops(path: str | Path, *, names: Names = "short", include_memops: bool = True, nsys=None) -> pl.DataFrame:
-    """One export's GPU operations with their innermost NVTX range: ``range``, ``kernel``,
-    ``duration_ns`` (through the cache, like the report)."""
-    return _per_file(Path(path), nsys=nsys, names=names, include_memops=include_memops, nesting="innermost", whole=False)
-
-
-def kernel_summary(
+def view_table(
     paths: Sequence[str | Path],
+    view: str = "kernels",
     *,
+    by: Sequence[str] = (),
+    per_file: bool = False,
     range_glob: str | None = None,
     kernel_glob: str | None = None,
-    names: Names = "demangled",
-    include_memops: bool = False,
-    nesting: attribute.Nesting = "innermost",
-    per_file: bool = False,
     nsys: str | Path | None = None,
     progress: Callable[[int, int], None] | None = None,
     failures: list[NsysToolsError] | None = None,
+    **options,
 ) -> pl.DataFrame:
-    """Statistics per (range, kernel) over ``paths`` (files or folders of exports).
+    """The ``view`` table (``nsys_tools.views``) over ``paths`` (files or folders of exports).
 
-    One export: grouped on string ids, names attached to the few result rows. Several exports:
-    read in parallel (``progress(done, total)`` after each); string ids differ between files,
-    so names are attached per file before grouping; rows are aggregated across files, or kept
-    apart with ``per_file`` (a leading ``file`` column). With a ``failures`` list, an export
-    that cannot be read is appended to it and left out instead of stopping the report.
+    ``by``: any of device, process, stream, as leading group-by columns; ``per_file`` keeps
+    exports apart (a leading ``file`` column). Exports are read in parallel (``progress(done,
+    total)`` after each), each into a partial table that is cached beside it; the partials
+    merge exactly. ``range_glob`` and ``kernel_glob`` keep rows whose ``range`` or ``kernel``
+    matches. ``options`` go to the view (``names``, ``include_memops``, ``nesting``,
+    ``min_gap_ns``). With a ``failures`` list, an export that cannot be read is appended to it
+    and left out instead of stopping the report.
     """
+    views.get(view)  # an unknown view fails before any export is read
     files = expand_inputs(paths)
-    keyed = ["file"] if per_file else []
-    whole = len(files) == 1  # one export: summarized on string ids, names attached last
-    read = partial(_per_file, nsys=nsys, names=names, include_memops=include_memops, nesting=nesting, whole=whole)
+    by_cols = tuple(views.by_columns(by))
+    keys = [*(["file"] if per_file else []), *by_cols]
+    read = partial(_per_file, view=view, by=by_cols, per_file=per_file, nsys=nsys, options=options)
 
     def work(path: Path) -> pl.DataFrame | None:
         try:
@@ -147,16 +96,28 @@ def kernel_summary(
             parts += [part] if part is not None else []
             if progress:
                 progress(done, len(files))
-    if not parts:  # every export failed: no rows, summarized into an empty table of the usual columns
-        whole = False
-        parts = [pl.DataFrame(schema={"file": pl.String, "range": pl.String, "kernel": pl.String, "duration_ns": pl.Int64})]
-    frame = pl.concat(parts, how="vertical")
-    if not whole:
-        frame = metrics.summarize(frame.lazy(), [*keyed, "range", "kernel"]).collect()
-    if range_glob:
-        frame = frame.filter(pl.col("range").str.contains(glob_regex(range_glob)))
-    if kernel_glob:
-        frame = frame.filter(pl.col("kernel").str.contains(glob_regex(kernel_glob)))
-    return frame.select(*keyed, *S.SUMMARY_COLUMNS).sort(
-        ["total_ns", *keyed, "range", "kernel"], descending=[True] + [False] * (len(keyed) + 2)
-    )
+    if not parts:  # every export failed: an empty table of the view's columns
+        return views.empty(view, keys)
+    frame = views.finalize(view, pl.concat(parts, how="diagonal_relaxed").lazy(), keys).collect()
+    for column, glob in (("range", range_glob), ("kernel", kernel_glob)):
+        if glob:
+            frame = frame.filter(pl.col(column).str.contains(glob_regex(glob)))
+    return frame
+
+
+def kernel_summary(paths: Sequence[str | Path], **kw) -> pl.DataFrame:
+    """Statistics per (range, kernel) over ``paths``: ``view_table(paths, "kernels", ...)``."""
+    return view_table(paths, "kernels", **kw)
+
+
+def named_ops(path: str | Path, *, names: str = "short", include_memops: bool = True, nsys=None) -> pl.DataFrame:
+    """One export's GPU operations with their innermost NVTX range: ``range``, ``kernel``,
+    ``duration_ns`` (through the cache, like the report)."""
+    with reading(path), open_trace(path, nsys) as trace:
+        options = f"names={names} memops={include_memops}"
+
+        def compute() -> pl.DataFrame:
+            ops = views.get("kernels").read(trace, [], names=names, include_memops=include_memops)
+            return ops.select("range", pl.col("kernel").cast(pl.String), "duration_ns").collect()
+
+        return cache.memo(trace.export, f"named ops {options}", compute)

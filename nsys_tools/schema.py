@@ -8,6 +8,8 @@ Columns missing from an export come back as nulls, so older exports still read.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -17,7 +19,14 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 DRIVER = "CUPTI_ACTIVITY_KIND_DRIVER"  # some exports keep driver calls apart from runtime calls
 NVTX = "NVTX_EVENTS"
 STRINGS = "StringIds"
+# The GPU table: TARGET_INFO_CUDA_GPU keyed by deviceId (nsys before mid-2021), then
+# TARGET_INFO_GPU keyed by id; TARGET_INFO_CUDA_DEVICE (2023 and later) maps each process's CUDA
+# device ordinal (which CUDA_VISIBLE_DEVICES renumbers) to the GPU's id.
 GPU = "TARGET_INFO_GPU"
+GPUS = (GPU, "TARGET_INFO_CUDA_GPU")
+CUDA_DEVICE = "TARGET_INFO_CUDA_DEVICE"
+PROCESSES = "PROCESSES"
+MEMCPY_KIND_ENUM = "ENUM_CUDA_MEMCPY_OPER"
 SYSTEM_ENV = "TARGET_INFO_SYSTEM_ENV"
 SESSION_START = "TARGET_INFO_SESSION_START_TIME"
 # The export metadata table was renamed around nsys 2021.
@@ -46,7 +55,8 @@ MEMCPY_KINDS = {
     13: "Unified Device-to-Device",
 }
 
-# A serialized globalTid holds the process in its upper bits and the thread in its low 24.
+# A serialized globalTid holds the host in its top bits, the process in the next 24 and the
+# thread in the low 24; a globalPid is a globalTid with the thread bits cleared.
 TID_BITS = 24
 
 
@@ -54,27 +64,48 @@ TID_BITS = 24
 class Field:
     name: str  # our column name
     sources: tuple[str, ...]  # nsys columns that may hold it, first present wins
-    dtype: str  # "int" | "str" | "float"
+    dtype: str  # "int" | "str" | "float" | "any" (as the export stores it)
+    expr: str = ""  # or SQLite computes it from all of ``sources``
 
 
 def f(name: str, *sources: str, dtype: str = "int") -> Field:
     return Field(name, sources, dtype)
 
 
+# Durations are computed by SQLite: one column read instead of two.
+DURATION = Field("duration_ns", ("start", "end"), "int", '"end" - "start"')
+
+
+def snake(column: str) -> str:
+    """An nsys column name in our style: ``sharedMemoryExecuted`` -> ``shared_memory_executed``."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", column).lower()
+
+
+def all_fields(known: tuple[Field, ...], present: Iterable[str]) -> list[Field]:
+    """``known`` fields, then every other column of the table under its ``snake`` name, so that
+    frames keep all the export holds, including columns newer nsys versions add."""
+    claimed = {src for fld in known if not fld.expr for src in fld.sources}
+    names = {fld.name for fld in known}
+    extra = [Field(snake(c), (c,), "any") for c in sorted(present) if c not in claimed and snake(c) not in names]
+    return [*known, *extra]
+
+
 # Where, when and for which launch an activity record ran: common to kernels and memory operations.
 ACTIVITY_FIELDS = (
     f("start_ns", "start"),
     f("end_ns", "end"),
+    DURATION,
     f("device_id", "deviceId"),
     f("context_id", "contextId"),
     f("stream_id", "streamId"),
     f("correlation_id", "correlationId"),
-    f("pid", "globalPid"),
+    f("global_pid", "globalPid"),
 )
 
 KERNEL_FIELDS = ACTIVITY_FIELDS + (
     f("short_name_id", "shortName"),
     f("demangled_name_id", "demangledName"),
+    f("mangled_name_id", "mangledName"),
     f("grid_x", "gridX"),
     f("grid_y", "gridY"),
     f("grid_z", "gridZ"),
@@ -93,7 +124,8 @@ MEMSET_FIELDS = ACTIVITY_FIELDS + (f("bytes", "bytes"),)
 API_FIELDS = (
     f("api_start_ns", "start"),
     f("api_end_ns", "end"),
-    f("tid", "globalTid"),
+    DURATION,
+    f("global_tid", "globalTid"),
     f("correlation_id", "correlationId"),
     f("api_name_id", "nameId"),
     f("return_value", "returnValue"),
@@ -103,23 +135,28 @@ NVTX_FIELDS = (
     f("start_ns", "start"),
     f("end_ns", "end"),
     f("event_type", "eventType"),
-    f("tid", "globalTid"),
+    f("global_tid", "globalTid"),
+    f("end_global_tid", "endGlobalTid"),
     f("text", "text", dtype="str"),
     f("text_id", "textId"),
     f("domain_id", "domainId"),
 )
 
 GPU_FIELDS = (
-    f("device_id", "id", "deviceId"),
+    f("gpu_id", "id", "deviceId"),
     f("gpu_name", "name", dtype="str"),
-    f("sm_count", "smCount"),
+    f("cuda_device", "cuDevice"),
+    f("sm_count", "smCount", "numMultiprocessors"),
     f("memory_bandwidth_bps", "memoryBandwidth"),
     f("l2_bytes", "l2CacheSize"),
-    f("memory_bytes", "totalMemory"),
-    f("clock_hz", "clockRate"),
-    f("compute_major", "computeMajor"),
-    f("compute_minor", "computeMinor"),
+    f("memory_bytes", "totalMemory", "globalMemorySize"),
+    f("clock_hz", "clockRate", "coreClockRate"),
+    f("compute_major", "computeMajor", "computeCapabilityMajor"),
+    f("compute_minor", "computeMinor", "computeCapabilityMinor"),
 )
+
+CUDA_DEVICE_FIELDS = (f("gpu_id", "gpuId"), f("device_id", "cudaId"), f("pid", "pid"))
+PROCESS_FIELDS = (f("global_pid", "globalPid"), f("pid", "pid"), f("process_name", "name", dtype="str"))
 
 # Columns the analysis cannot do without, per table (a tuple: any one of them). Other columns
 # an export lacks read as nulls; these stop the reader with an error naming the column.
@@ -144,18 +181,3 @@ ANALYSIS_STRING_IDS = (
     (NVTX, "textId"),
 )
 ANALYSIS_TEXT = ((NVTX, "text"), (GPU, "name"))
-
-# Our report columns, in order, for csv and json.
-SUMMARY_COLUMNS = (
-    "range",
-    "kernel",
-    "instances",
-    "total_ns",
-    "mean_ns",
-    "median_ns",
-    "min_ns",
-    "max_ns",
-    "stddev_ns",
-    "p10_ns",
-    "p90_ns",
-)

@@ -18,8 +18,8 @@ import polars as pl
 from . import metrics
 from .convention import RANGE, RANGE_REGEX
 from .errors import BadExport, NsysToolsError
-from .export import open_export, reading
-from .report import attributed
+from .export import reading
+from .trace import open as open_trace
 
 __all__ = ["RANGE", "RANGE_REGEX", "KEYS", "Sweep", "load", "summary", "sweep_table", "is_sweep", "parse_ranges"]
 
@@ -134,11 +134,11 @@ class Sweep:
         """One row per GPU operation in a timed range: op, impl, shape, l2, round, kernel, duration_ns."""
         frames = []
         for unit in self.units:
-            with reading(self.export(unit)):
-                ex = open_export(self.export(unit))
-                ops = attributed(ex, names="short", include_memops=True, keep=("name_id", "label", "start_ns", "duration_ns"))
+            with reading(self.export(unit)), open_trace(self.export(unit)) as trace:
+                ops = trace.gpu_ops(attributed=True, columns=["name", "short_name", "start_ns", "duration_ns"])
                 ops = ops.filter(pl.col("range").str.contains(RANGE_REGEX))
-                frames.append(ops.select("range", "name_id", "label", "start_ns", "duration_ns").collect().pipe(_named, ex))
+                kernel = pl.coalesce("short_name", "name").cast(pl.String)
+                frames.append(ops.select("range", "start_ns", "duration_ns", kernel=kernel).collect())
         if not frames:
             return pl.DataFrame(
                 schema={
@@ -171,12 +171,6 @@ class Sweep:
                 ) from exc
         schema = {"impl": pl.String, "round": pl.Int64, "span_ns": pl.Int64, "op": pl.String, "shape": pl.String, "l2": pl.String}
         return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
-
-
-def _named(df: pl.DataFrame, ex) -> pl.DataFrame:
-    from .report import _name
-
-    return _name(df, ex).select("range", "start_ns", "duration_ns", "kernel")
 
 
 def parse_ranges(df: pl.DataFrame) -> pl.DataFrame:

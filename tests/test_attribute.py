@@ -6,7 +6,6 @@ import polars as pl
 
 from nsys_tools import attribute, events
 from nsys_tools.export import open_export
-from nsys_tools.report import gpu_ops
 
 from .conftest import FIXTURES
 
@@ -15,7 +14,7 @@ EXPORT = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
 
 def _parts():
     ex = open_export(EXPORT)
-    ops = gpu_ops(ex)
+    ops = events.kernels(ex, ["global_pid", "correlation_id", "start_ns", "end_ns"])
     calls = events.launch_calls(ex, ops)
     return ex, ops, calls
 
@@ -24,7 +23,7 @@ def test_every_kernel_is_kept_and_launched():
     ex, ops, calls = _parts()
     out = attribute.project(ops, calls, events.nvtx_ranges(ex)).collect()
     assert out.height == 381
-    assert out["tid"].null_count() == 0  # each kernel found its launching call
+    assert out["global_tid"].null_count() == 0  # each kernel found its launching call
     assert (out["api_start_ns"] <= out["start_ns"]).all()  # a kernel starts after its launch call
 
 
@@ -32,7 +31,7 @@ def _synthetic_ranges(calls: pl.DataFrame) -> pl.LazyFrame:
     """Nested push/pop ranges around the real calls of the first thread: outer around all,
     'even'/'odd' blocks of 10 calls inside it, and a start/end range around the first 5."""
     calls = calls.sort("api_start_ns")
-    tid = calls["tid"][0]
+    tid = calls["global_tid"][0]
     first, last = calls["api_start_ns"].min() - 10, calls["api_end_ns"].max() + 10
     rows = [(first, last, tid, "pushpop", "outer", None)]
     starts = calls["api_start_ns"].to_list()
@@ -40,18 +39,22 @@ def _synthetic_ranges(calls: pl.DataFrame) -> pl.LazyFrame:
     for k in range(0, len(starts) - 10, 10):
         rows.append((starts[k] - 1, ends[k + 9] + 1, tid, "pushpop", "even" if k % 20 == 0 else "odd", None))
     rows.append((starts[0], ends[4] + 1, tid, "startend", "first5", None))
-    return pl.DataFrame(
-        rows,
-        schema={
-            "start_ns": pl.Int64,
-            "end_ns": pl.Int64,
-            "tid": pl.Int64,
-            "style": pl.String,
-            "range": pl.String,
-            "domain": pl.String,
-        },
-        orient="row",
-    ).lazy()
+    return (
+        pl.DataFrame(
+            rows,
+            schema={
+                "start_ns": pl.Int64,
+                "end_ns": pl.Int64,
+                "global_tid": pl.Int64,
+                "style": pl.String,
+                "range": pl.String,
+                "domain": pl.String,
+            },
+            orient="row",
+        )
+        .with_row_index("range_instance")
+        .lazy()
+    )
 
 
 def test_innermost_and_all_enclosing_ranges():

@@ -22,15 +22,15 @@ NEW = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
 def test_report_markdown():
     res = runner.invoke(app, ["report", str(NEW), "--names", "short"])
     assert res.exit_code == 0
-    assert "| triton/4096x768 | norm\\_kernel | 100 | 546.02 | 5.46 | 5.42 | 5.38 | 8.26 |" in res.stdout
+    assert "| triton/4096x768 | norm\\_kernel | 100 | 546.02 | 15.83 | 5.46 | 5.42 | 5.38 | 8.26 |" in res.stdout
 
 
 def test_report_csv_and_json_columns():
     res = runner.invoke(app, ["report", str(NEW), "--format", "csv", "--range", "cupy*"])
     assert res.exit_code == 0
     lines = res.stdout.splitlines()
-    assert lines[0] == "range,kernel,instances,total_ns,mean_ns,median_ns,min_ns,max_ns,stddev_ns,p10_ns,p90_ns"
-    assert lines[1].startswith("cupy/4096x768,ln_block,100,925121,9251.21,9216.0,9024,13760,")
+    assert lines[0] == "range,kernel,instances,total_ns,time_pct,mean_ns,median_ns,min_ns,max_ns,stddev_ns,p10_ns,p90_ns"
+    assert lines[1].startswith("cupy/4096x768,ln_block,100,925121,26.82")
     res = runner.invoke(app, ["report", str(NEW), "-f", "json", "--kernel", "norm_kernel"])
     rows = json.loads(res.stdout)
     assert [(r["range"], r["instances"]) for r in rows] == [("triton/4096x768", 100), ("", 20)]
@@ -104,6 +104,69 @@ def test_installed_console_script_runs_the_demo():
 def test_bench_sizes_must_be_counts():
     res = runner.invoke(app, ["bench", "--kernels", "3e5"])
     assert res.exit_code == 2 and "positive kernel counts" in res.stderr
+
+
+MULTI = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"
+
+
+def test_version():
+    from nsys_tools import __version__
+
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.stdout == f"nsys-tools {__version__}\n"
+
+
+@pytest.mark.parametrize(
+    "view, header",
+    [
+        ("ranges", "| gpu id | gpu name | domain | range | style | instances | proj total (µs) |"),
+        ("api", "| gpu id | gpu name | api | instances | total (µs) | time (%) |"),
+        ("memops", "| gpu id | gpu name | operation | instances | total (bytes) |"),
+        ("gaps", "| gpu id | gpu name | gap (µs) | gap start (µs) | gap end (µs) | before |"),
+        ("kernels", "| gpu id | gpu name | range | kernel | instances | total (µs) | time (%) |"),
+    ],
+)
+def test_views_by_device(view, header):
+    res = runner.invoke(app, ["report", str(MULTI), "--view", view, "--by", "device", "--min-gap", "1000"])
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.startswith(header)
+
+
+def test_memops_one_row_per_device():
+    res = runner.invoke(app, ["report", str(MULTI), "--view", "memops", "--by", "device", "-f", "csv"])
+    rows = [r.split(",") for r in res.stdout.splitlines()[1:]]
+    assert sorted((r[0], r[2]) for r in rows if r[2] == "[CUDA memcpy Host-to-Device]") == [
+        ("0", "[CUDA memcpy Host-to-Device]"),
+        ("1", "[CUDA memcpy Host-to-Device]"),
+    ]
+
+
+def test_top_keeps_the_largest_and_says_how_many_were_left_out():
+    res = runner.invoke(app, ["report", str(MULTI), "--view", "api", "--top", "2"])
+    lines = res.stdout.splitlines()
+    assert [line.split(" | ")[0] for line in lines[2:4]] == ["| cuLibraryLoadData", "| cudaLaunchKernel"]
+    assert lines[-1] == "_27 of 29 rows left out. `--top 0` shows all of them; `--format csv` or `json` writes them whole._"
+    assert "left out" not in runner.invoke(app, ["report", str(MULTI), "--view", "api", "--top", "0"]).stdout
+    assert len(runner.invoke(app, ["report", str(MULTI), "--view", "api", "--top", "2", "-f", "csv"]).stdout.splitlines()) == 3
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--by", "gpu"], "unknown key 'gpu': choose from device, process, stream"),
+        (["--view", "api", "--kernel", "x*"], "--view api has no kernel column"),
+        (["--view", "nope"], "'nope' is not one of"),
+        (["--top", "-1"], "--top"),
+    ],
+)
+def test_view_usage_errors_exit_2(args, message):
+    res = runner.invoke(app, ["report", str(MULTI), *args])
+    assert res.exit_code == 2 and message in res.stderr
+
+
+def test_a_sweep_has_no_other_views():
+    res = runner.invoke(app, ["report", "--demo", "--view", "ranges", "--by", "device"])
+    assert res.exit_code == 2 and "--view, --by apply to exports, not sweep folders" in res.stderr
 
 
 QUIET = Path(__file__).resolve().parents[1] / "reports" / "sweeps" / "20261129-183449-quiet"

@@ -33,8 +33,9 @@ def test_kernels(ex):
 
 def test_memops(ex):
     m = events.memops(ex).collect()
-    assert sorted(m["op"].value_counts().rows()) == [("memcpy", 3), ("memset", 6)]
-    assert set(m.filter(pl.col("op") == "memcpy")["copy_kind"]) == {"Device-to-Host"}
+    assert sorted(m["kind"].value_counts().rows()) == [("memcpy", 3), ("memset", 6)]
+    assert set(m.filter(pl.col("kind") == "memcpy")["copy_kind"]) == {"Device-to-Host"}
+    assert set(m["name"]) == {"[CUDA memcpy Device-to-Host]", "[CUDA memset]"}
 
 
 def test_api_calls(ex):
@@ -48,7 +49,7 @@ def test_api_calls(ex):
         "cudaMemcpyAsync_v3020",
         "cudaMemsetAsync_v3020",
     }
-    ops = events.kernels(ex).select("pid", "correlation_id")
+    ops = events.kernels(ex).select("global_pid", "correlation_id")
     launches = events.launch_calls(ex, ops).join(ops, on="correlation_id", how="semi").collect()
     assert launches.height == 381
     exact = events.api_calls(ex, correlation_ids=ops.collect()["correlation_id"]).collect()
@@ -64,7 +65,7 @@ def test_nvtx_ranges(ex):
 
 def test_gpus_and_session(ex):
     g = events.gpus(ex)
-    assert g.select("gpu_name", "sm_count", "l2_bytes").rows() == [("NVIDIA H200", 132, 62914560)]
+    assert g.select("gpu_id", "gpu_name", "sm_count", "l2_bytes").rows() == [(0, "NVIDIA H200", 132, 62914560)]
     s = events.session(ex)
     assert s["nsys_version"].split(".")[0] in ("2024", "2025") and s["schema_version"].startswith("3.")
     assert s["driver"] == "580.159.04" and s["start_utc_ns"] > 0

@@ -59,7 +59,7 @@ def test_gpu_table_keyed_by_device_id(fixture_copy):
     with sqlite3.connect(path) as con:
         con.execute("ALTER TABLE TARGET_INFO_GPU RENAME COLUMN id TO deviceId")
     con.close()
-    assert events.gpus(open_export(path))["device_id"].to_list() == [0]
+    assert events.gpus(open_export(path))["gpu_id"].to_list() == [0]
 
 
 def test_missing_gpu_table_is_not_an_error(fixture_copy):

@@ -39,6 +39,7 @@ def test_matches_nsys_stats(export, reference):
     assert (both["max_ns"] == both["Max (ns)"]).all()
     assert ((both["mean_ns"] - both["Avg (ns)"]).abs() <= 0.051).all()  # nsys prints one decimal
     assert ((both["stddev_ns"] - both["StdDev (ns)"]).abs() <= 0.051).all()
+    assert ((both["time_pct"] - both["Time (%)"]).abs() <= 0.051).all()  # share of all kernel time
 
 
 def test_columns_and_order():
@@ -48,6 +49,7 @@ def test_columns_and_order():
         "kernel",
         "instances",
         "total_ns",
+        "time_pct",
         "mean_ns",
         "median_ns",
         "min_ns",

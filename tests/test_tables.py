@@ -6,7 +6,7 @@ import json
 
 import polars as pl
 
-from nsys_tools.tables import Format, escape, markdown, render, shorten
+from nsys_tools.tables import Format, distinct_short, escape, markdown, render, shorten
 
 TORCH = (
     "void at::native::<unnamed>::vectorized_layer_norm_kernel<float, float, (bool)0>"
@@ -51,6 +51,49 @@ def test_microseconds_in_markdown_nanoseconds_in_csv():
     assert "| (none) | k | 12.67 | 100 |" in markdown(df)
     assert render(df, Format.csv).splitlines() == ["range,kernel,median_ns,instances", '"",k,12672.5,100']
     assert escape("a\nb") == "a b"
+
+
+FILL = (
+    "void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<{}>, "
+    "std::array<char *, (unsigned long)1>>(int, T2, T3)"
+)
+
+
+def test_shortening_never_makes_two_names_alike():
+    # Template arguments differ deep inside: the short forms would be equal.
+    fills = [FILL.format(t) for t in ("float", "double", "c10::Half")]
+    assert len({shorten(n) for n in fills}) == 1
+    # emit_nvtx-style ranges that differ only after 60 characters, and one that differs early.
+    ranges = [
+        f"aten::linear, seq = 1, op_id = 2, sizes = [[8, 1024], [4096, 1024], [{k}]], input_op_ids = [(1, 0)]" for k in range(129)
+    ]
+    names = [*fills, *ranges, "ln_block", "aten::mm, seq = 3"]
+    shown = distinct_short(names)
+    assert len(set(shown.values())) == len(names)
+    assert (
+        shown["ln_block"] == "ln_block"
+        and shown[fills[0]]
+        == "vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<float>, std::array<char *, (unsigned long)1>>"
+    )
+    md = markdown(pl.DataFrame({"kernel": names, "total_ns": list(range(len(names)))}))
+    cells = [r[0] for r in _cells(md)[2:]]
+    assert len(set(cells)) == len(names)
+
+
+def test_names_that_escape_alike_are_numbered():
+    md = markdown(pl.DataFrame({"kernel": ["a\nb", "a b", ""], "total_ns": [1, 2, 3]}))
+    assert [r[0] for r in _cells(md)[2:]] == ["a b", "a b #2", "(none)"]
+
+
+def test_markdown_is_cut_to_fit_and_says_what_was_left_out():
+    names = [f"aten::some_long_operator_name_{k}, seq = {k}, sizes = [[8, 1024], [4096, 1024]]" for k in range(3000)]
+    df = pl.DataFrame({"range": names, "total_ns": list(range(3000, 0, -1))})
+    md = markdown(df, max_chars=60_000, hint="Use --top 0.")
+    assert 55_000 < len(md) < 60_000
+    shown = len(_cells(md.split("\n\n_")[0])) - 2
+    assert md.endswith(f"\n_{3000 - shown} of 3000 rows left out. Use --top 0._\n")
+    assert markdown(df.head(5), of=3000).endswith("\n_2995 of 3000 rows left out._\n")
+    assert "left out" not in markdown(df.head(5))
 
 
 # Property-based: whatever a kernel or range name holds, a markdown row stays one line with one
