@@ -95,9 +95,13 @@ def _header(sweep: Sweep, summ: pl.DataFrame) -> str:
         how = f"captured with `nsys-tools capture run` from `{' '.join(spec.get('program', []))[:120]}`, {rounds} rounds"
     else:
         how = f"{spec.get('rounds')} rounds × {spec.get('iters')} iterations per implementation, order rotated each round"
+    entries = {**m.get("shapes", {}), **m.get("captures", {})}
+    planned = dict.fromkeys([*(spec.get("shapes") or []), *entries])
+    missing = [f"{u} ({entries.get(u, {}).get('status') or 'not started'})" for u in planned if u not in sweep.units]
+    gaps = f" · not captured, see manifest.json: {', '.join(missing)}" if missing else ""
     return (
         f"GPU: {gpu}, driver {driver} · Nsight Systems {nsys} · commit `{commit}` · {when} UTC · L2: {l2} · "
-        f"Outputs: {outputs} · {how} · sweep `{sweep.id}`" + (f" · {stack}" if stack else "")
+        f"Outputs: {outputs} · {how} · sweep `{sweep.id}`" + (f" · {stack}" if stack else "") + gaps
     )
 
 
@@ -200,8 +204,16 @@ def compose(
     across = across.filter(pl.col("shape").is_in(shapes)).sort(pl.col("shape").replace_strict(shapes, list(range(len(shapes)))))
     ratios = metrics.ratios(sweep.calls, control)
     commit = sweep.manifest.get("git", {}).get("commit")
-    spread = ledger.ratio_spread(ledger_path, gpu, commit, control, l2, policy) if has_ledger else pl.DataFrame()
-    spread = {(r["shape"], r["impl"]): r for r in spread.filter(pl.col("sessions") >= 2).iter_rows(named=True)}
+    spread = (
+        {
+            (r["shape"], r["impl"]): r
+            for r in ledger.ratio_spread(ledger_path, gpu, commit, control, l2, policy)
+            .filter(pl.col("sessions") >= 2)
+            .iter_rows(named=True)
+        }
+        if has_ledger
+        else {}
+    )
     families = dict(summ.select("impl", "family").drop_nulls().unique("impl").iter_rows())
     floor = sweep.floor if sweep.floor in impls else None
     title = sweep.title or ", ".join(dict.fromkeys(summ["op"]))
@@ -263,7 +275,7 @@ def compose(
     if has_ledger and ours:
         lines = []
         for shape in shapes:
-            h = ledger.history(ledger_path, shape, ours, control, l2).filter(pl.col("gpu") == gpu)
+            h = ledger.history(ledger_path, shape, ours, control, l2, policy).filter(pl.col("gpu") == gpu)
             h = h.drop_nulls(["impl_ns", "vs_ns"]).tail(HISTORY_SESSIONS)
             if h.is_empty():
                 continue

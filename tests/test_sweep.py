@@ -211,3 +211,27 @@ def test_chart_specs(quiet):
     assert layers[0]["mark"]["type"] == "bar" and layers[1]["encoding"]["y2"]["field"] == "p90"
     rspec = charts.ratio(ratios(quiet.calls, "triton"), "triton", ["ours", "triton", "torch", "copy"]).to_dict()
     assert any(layer.get("encoding", {}).get("y", {}).get("field") == "y" for layer in rspec["layer"])  # the line at 1.0
+
+
+def test_shapes_not_captured_are_named(tmp_path):
+    folder = tmp_path / "cut"
+    shutil.copytree(QUIET, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["shapes"]["4096x4096"]["status"] = "running"  # the capture stopped inside this shape
+    manifest["spec"]["shapes"].append("2048x768")  # and never reached this one
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    res = runner.invoke(app, ["report", str(folder), "--issue", "--ledger", str(tmp_path / "none.sqlite"), "--charts", str(tmp_path)])
+    assert res.exit_code == 0, res.stderr
+    assert "not captured, see manifest.json: 4096x4096 (running), 2048x768 (not started)" in res.stdout
+    assert "| 4096x4096 |" not in res.stdout
+
+
+def test_history_keeps_the_control_to_one_output_policy():
+    book = SWEEPS.parent / "ledger.sqlite"
+    both = ledger.history(book, "4096x768", "ours", "triton")
+    reuse = ledger.history(book, "4096x768", "ours", "triton", outputs="reuse")
+    rotate = ledger.history(book, "4096x768", "ours", "triton", outputs="rotate")
+    assert "20261129-231949-ln-reuse" in reuse["session_id"].to_list()
+    assert "20261129-231949-ln-reuse" not in rotate["session_id"].to_list()
+    assert "20261129-231949-ln-rotate" in rotate["session_id"].to_list()
+    assert reuse.height + rotate.height == both.height
