@@ -25,6 +25,13 @@ from nsys_tools.plugin import Impl, Op, lazy
 from .matmul_cuda import DTYPES, ELEMENT_BYTES, VARIANTS, compile_for_census, is_variant, variants
 
 TORCH_DTYPE = {"bf16": "bfloat16", "tf32": "float32"}
+# Dense tensor-core peaks (the datasheets quote twice these, "with sparsity"). The H200's
+# compute is the H100 SXM's; both datasheets give 1,979 TFLOPS BF16 and 989 TFLOPS TF32 sparse.
+DATASHEET = "NVIDIA {} Tensor Core GPU datasheet, SXM: half the quoted {} TFLOPS with sparsity"
+PEAKS = {
+    "bf16": {gpu: (989.5, DATASHEET.format(gpu.split()[1], "1,979 BF16")) for gpu in ("NVIDIA H200", "NVIDIA H100 80GB HBM3")},
+    "tf32": {gpu: (494.5, DATASHEET.format(gpu.split()[1], "989 TF32")) for gpu in ("NVIDIA H200", "NVIDIA H100 80GB HBM3")},
+}
 # Each element's error over sum_k |A[m,k] B[k,n]|, the bound a dot product's rounding obeys: C
 # rounded to bf16 contributes at most 2^-9, operands cut to TF32 at most 2^-9 as well (2^-10 per
 # operand), fp32 accumulation K 2^-24.
@@ -42,6 +49,7 @@ class Matmul(Op):
 
     def __init__(self, dtype: str):
         self.dtype = dtype
+        self.peaks = PEAKS[dtype]
         self.name = f"matmul_{dtype}"
         math = "bf16 inputs and output, fp32 accumulation" if dtype == "bf16" else "fp32 inputs and output, TF32 math"
         self.title = f"Matmul ({math})"

@@ -65,6 +65,18 @@ def _rows(df: pl.DataFrame, headers: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _throughput(sweep: Sweep, summ: pl.DataFrame, impls: list[str], allocating: set[str]) -> list[str]:
+    """TFLOP/s per implementation and shape, as a share of the GPU's dense peak where the op
+    knows it for this GPU (with the figure's source)."""
+    op = sweep.op(summ["op"][0])
+    peak, source = (getattr(op, "peaks", None) or {}).get(sweep.gpu, (None, ""))
+    cell = (lambda r: f"{r['tflops']:,.1f} ({100 * r['tflops'] / peak:.0f}% of peak)") if peak else lambda r: f"{r['tflops']:,.1f}"
+    lines = ["\n#### Throughput: floating-point operations over the median kernel time, TFLOP/s\n"]
+    if peak:
+        lines.append(f"\nPeak: {peak:,.1f} TFLOP/s dense at {op.dtype} on the {escape(sweep.gpu)} ({escape(source)}).\n\n")
+    return [*lines, _grid(summ.filter(pl.col("tflops") > 0), cell, impls, allocating)]
+
+
 def _header(sweep: Sweep, summ: pl.DataFrame) -> str:
     m = sweep.manifest
     spec = m.get("spec", {})
@@ -263,10 +275,7 @@ def compose(
             ),
         ]
     elif (summ["tflops"].fill_null(0) > 0).any():
-        out += [
-            "\n#### Throughput: floating-point operations over the median kernel time, TFLOP/s\n",
-            _grid(summ.filter(pl.col("tflops") > 0), lambda r: f"{r['tflops']:,.1f}", impls, allocating),
-        ]
+        out += _throughput(sweep, summ, impls, allocating)
 
     chart_files: list[Path] = []
     ours = next((i for i in impls if families.get(i) == "ours"), None) or next(

@@ -235,3 +235,27 @@ def test_history_keeps_the_control_to_one_output_policy():
     assert "20261129-231949-ln-reuse" not in rotate["session_id"].to_list()
     assert "20261129-231949-ln-rotate" in rotate["session_id"].to_list()
     assert reuse.height + rotate.height == both.height
+
+
+def test_throughput_as_a_share_of_the_gpus_peak(monkeypatch):
+    """A capture with no copy gets a throughput table; with the op's peak for this GPU, each cell
+    carries its share of it and the comment says where the figure comes from."""
+    run = sweep.load(SWEEPS / "20261129-225825-cuda-softmax")
+    from nsys_tools.issue import _throughput
+
+    summ = sweep.summary(run)
+    impls = list(dict.fromkeys(summ["impl"]))
+    plain = "".join(_throughput(run, summ, impls, set()))
+    assert "| 8192x4096 |" in plain and "% of peak" not in plain
+    monkeypatch.setattr(type(run.op("softmax")), "peaks", {run.gpu: (10.0, "a figure for the test")}, raising=False)
+    tflops = summ.filter((pl.col("impl") == "block") & (pl.col("shape") == "8192x4096"))["tflops"][0]
+    shared = "".join(_throughput(run, summ, impls, set()))
+    assert f"Peak: 10.0 TFLOP/s dense at fp32 on the {run.gpu} (a figure for the test)." in shared
+    assert f"{tflops:,.1f} ({100 * tflops / 10:.0f}% of peak)" in shared
+
+
+def test_matmul_ops_know_the_h200_peak():
+    from kernels.matmul import OPS
+
+    peaks = {op.dtype: op.peaks["NVIDIA H200"][0] for op in OPS}
+    assert peaks == {"bf16": 989.5, "tf32": 494.5}
