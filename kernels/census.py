@@ -1,6 +1,7 @@
 """The census hooks of the LayerNorm implementations: our CUDA C++ through NVRTC
-(``cuda.bindings``) and the Triton control through ``triton.compile``, each to a cubin for a
-target with no GPU present, exactly as the launchers would build them for a shape.
+(``cuda.bindings``, ``nvrtc_cubin``, which the matmul kernels use too) and the Triton control
+through ``triton.compile``, each to a cubin for a target with no GPU present, exactly as the
+launchers would build them for a shape.
 
 Our kernels compile with the options and template instantiation the launcher uses (including
 what CuPy adds on its own). Triton's kernel is specialized the way Triton's launcher would
@@ -10,40 +11,50 @@ specialize it for that shape: 16-byte aligned pointers and integers divisible by
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from nsys_tools.errors import NsysToolsError, ToolMissing
 from nsys_tools.plugin import Cubin, Shape, arch_number
 
 
-def compile_ours(variant: str, shape: Shape, arch: str) -> Cubin:
-    """NVRTC: ``kernels/layernorm.cu`` with the launcher's options and instantiation, to a cubin."""
-    from .cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, SOURCE, launch_config
+def nvrtc_cubin(source: Path, name: str, options: tuple[str, ...], arch: str) -> tuple[str, bytes]:
+    """Compile ``source`` for ``arch`` through NVRTC with ``options`` and the ones CuPy adds,
+    instantiating ``name``: (its mangled name, the cubin)."""
+    from .cuda import CUPY_IMPLICIT_OPTIONS
 
-    m, n = shape
     try:
         from cuda.bindings import nvrtc
     except ImportError as exc:
         raise ToolMissing(None, "NVRTC's Python bindings are not installed", "pip install 'nsys-tools[census]'") from exc
-    plan = launch_config(variant, m, n, vec=4 if n % 4 == 0 else 1, arch=arch_number(arch))
-    name = plan.kernel.encode()
     try:
-        err, prog = nvrtc.nvrtcCreateProgram(SOURCE.read_bytes(), b"layernorm.cu", 0, [], [])
+        err, prog = nvrtc.nvrtcCreateProgram(source.read_bytes(), source.name.encode(), 0, [], [])
     except RuntimeError as exc:  # the bindings could not load libnvrtc
         raise ToolMissing(None, f"NVRTC could not be loaded ({exc})", "pip install 'nsys-tools[census]'") from exc
-    nvrtc.nvrtcAddNameExpression(prog, name)
-    opts = [o.encode() for o in (*NVRTC_OPTIONS, *CUPY_IMPLICIT_OPTIONS, f"-arch={arch}")]
+    nvrtc.nvrtcAddNameExpression(prog, name.encode())
+    opts = [o.encode() for o in (*options, *CUPY_IMPLICIT_OPTIONS, f"-arch={arch}")]
     (result,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
     if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         _, size = nvrtc.nvrtcGetProgramLogSize(prog)
         log = b" " * size
         nvrtc.nvrtcGetProgramLog(prog, log)
         message = log.decode(errors="replace").strip(" \x00\n")[:300]
-        raise NsysToolsError(SOURCE, f"NVRTC failed for {plan.kernel}: {message}")
-    _, lowered = nvrtc.nvrtcGetLoweredName(prog, name)
+        raise NsysToolsError(source, f"NVRTC failed for {name}: {message}")
+    _, lowered = nvrtc.nvrtcGetLoweredName(prog, name.encode())
     _, size = nvrtc.nvrtcGetCUBINSize(prog)
     cubin = b" " * size
     nvrtc.nvrtcGetCUBIN(prog, cubin)
     nvrtc.nvrtcDestroyProgram(prog)
-    return Cubin(lowered.decode(), cubin, plan.grid, plan.block, plan.shared_bytes)
+    return lowered.decode(), cubin
+
+
+def compile_ours(variant: str, shape: Shape, arch: str) -> Cubin:
+    """NVRTC: ``kernels/layernorm.cu`` with the launcher's options and instantiation, to a cubin."""
+    from .cuda import NVRTC_OPTIONS, SOURCE, launch_config
+
+    m, n = shape
+    plan = launch_config(variant, m, n, vec=4 if n % 4 == 0 else 1, arch=arch_number(arch))
+    lowered, cubin = nvrtc_cubin(SOURCE, plan.kernel, NVRTC_OPTIONS, arch)
+    return Cubin(lowered, cubin, plan.grid, plan.block, plan.shared_bytes)
 
 
 def compile_triton(shape: Shape, arch: str) -> Cubin:

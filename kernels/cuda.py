@@ -200,15 +200,17 @@ def vec_width(problem: Buffers) -> int:
 
 
 @cache
-def _module(names: tuple[str, ...]):
+def _module(source: Path, options: tuple[str, ...], names: tuple[str, ...]):
     import cupy as cp
 
-    return cp.RawModule(code=SOURCE.read_text(), options=NVRTC_OPTIONS, name_expressions=list(names))
+    return cp.RawModule(code=source.read_text(), options=options, name_expressions=list(names))
 
 
-def compile_kernels(names: list[str]) -> dict[str, object]:
-    """Compile ``layernorm.cu`` once for all ``names`` and return their CuPy kernels."""
-    module = _module(tuple(sorted(set(names))))
+def compile_kernels(names: list[str], source: Path = SOURCE, options: tuple[str, ...] = NVRTC_OPTIONS) -> dict[str, object]:
+    """Compile ``source`` (default ``layernorm.cu``) once for all ``names`` (template
+    instantiations, by name) and return their CuPy kernels. CuPy adds ``-arch=sm_XY`` for the
+    device; an ``-arch`` in ``options`` (``sm_90a``) takes precedence with NVRTC."""
+    module = _module(source, tuple(options), tuple(sorted(set(names))))
     return {name: module.get_function(name) for name in names}
 
 

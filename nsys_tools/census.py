@@ -72,7 +72,9 @@ def resources(cubin: bytes, function: str, arch: str) -> dict[str, int]:
     return {"registers": fields["REG"], "shared_bytes": shared, "local_bytes": fields["LOCAL"], "stack_bytes": fields["STACK"]}
 
 
-OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+# An instruction's opcode after its address and optional predicate; "@!PT" (never executed:
+# padding ptxas puts beside asynchronous copies) is left out.
+OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?!@!PT\s)(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
 
 
 def _width(opcode: str) -> int:
@@ -84,10 +86,12 @@ def _width(opcode: str) -> int:
 
 def sass_counts(cubin: bytes, function: str) -> dict[str, object]:
     """Counts of SASS instructions by kind: global loads and stores by width, barriers, warp
-    shuffles, special-function (MUFU) operations, local-memory traffic."""
+    shuffles, special-function (MUFU) operations, local-memory traffic, tensor-core
+    instructions (HMMA: mma.sync; HGMMA: sm_90 wgmma)."""
     ops = OPCODE.findall(_function_text(_dump(cubin, "-sass"), function, r"\n\s*Function : (\S+)"))
     out: dict[str, object] = {f"{k}_{w}": 0 for k in ("ld_global", "st_global") for w in (32, 64, 128)}
     out.update(barriers=0, shuffles=0, mufu=0, ld_local=0, st_local=0, spill_store_bytes=0, ld_shared=0, st_shared=0)
+    out.update(hmma=0, hgmma=0)
     mufu: dict[str, int] = {}
     for op in ops:
         head = op.split(".")[0]
@@ -108,6 +112,8 @@ def sass_counts(cubin: bytes, function: str) -> dict[str, object]:
                 out["spill_store_bytes"] += _width(op) // 8
         elif head in ("LDS", "STS"):
             out["ld_shared" if head == "LDS" else "st_shared"] += 1
+        elif head in ("HMMA", "HGMMA"):
+            out[head.lower()] += 1
     out["special"] = ", ".join(f"{k}×{v}" for k, v in sorted(mufu.items()))
     out["instructions"] = len(ops)
     return out
@@ -212,6 +218,9 @@ def markdown(table: pl.DataFrame) -> str:
                 ),
             )
         )
+    if any(r["hmma"] or r["hgmma"] for r in rows):
+        at = [label for label, _ in props].index("SASS instructions")
+        props.insert(at, ("Tensor-core instructions HMMA / HGMMA", lambda r: f"{r['hmma']} / {r['hgmma']}"))
     shape, dtype, arch = table["shape"][0], table["dtype"][0], table["arch"][0]
     head = "| Property | " + " | ".join(escape(r["impl"]) for r in rows) + " |"
     lines = [f"Codegen census, {shape} {dtype}, compiled for {arch}:", "", head, "|---|" + "---|" * len(rows)]

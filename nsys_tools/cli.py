@@ -417,6 +417,12 @@ class L2Mode(str, Enum):
     warm = "warm"
 
 
+def _command_line() -> list[str]:
+    """The command as a user would type it again: ``nsys-tools ...`` whether it ran through the
+    console script or ``python -m nsys_tools``."""
+    return ["nsys-tools", *sys.argv[1:]]
+
+
 def _sweep_progress(progress, tasks):
     stages = {"profile": 1, "export": 2, "ok": 3, "failed": 3, "skipped": 3}
 
@@ -493,7 +499,7 @@ def capture_sweep(
         outputs=outputs.value,
     )
     runner = SweepRunner(
-        spec, _out(out), nsys=nsys, resume=resume, wait=not no_wait, keep_rep=keep_rep, argv=sys.argv, commit=commit
+        spec, _out(out), nsys=nsys, resume=resume, wait=not no_wait, keep_rep=keep_rep, argv=_command_line(), commit=commit
     )
     manifest = _run_with_progress(runner, spec.shapes)
     failed = [s for s, e in manifest["shapes"].items() if e.get("status") != "ok"]
@@ -549,7 +555,7 @@ def capture_run(
     from capture.run import ProgramRunner, RunSpec
 
     spec = RunSpec(list(program), name=name, control=control or "", outputs=outputs.value, plugins=list(plugin or []))
-    runner = ProgramRunner(spec, _out(out), nsys=nsys, wait=not no_wait, keep_rep=keep_rep, argv=sys.argv, commit=commit)
+    runner = ProgramRunner(spec, _out(out), nsys=nsys, wait=not no_wait, keep_rep=keep_rep, argv=_command_line(), commit=commit)
     manifest = _run_with_progress(runner, [name])
     entry = manifest["captures"][name]
     if entry.get("status") != "ok":

@@ -65,6 +65,18 @@ def _rows(df: pl.DataFrame, headers: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _throughput(sweep: Sweep, summ: pl.DataFrame, impls: list[str], allocating: set[str]) -> list[str]:
+    """TFLOP/s per implementation and shape, as a share of the GPU's dense peak where the op
+    knows it for this GPU (with the figure's source)."""
+    op = sweep.op(summ["op"][0])
+    peak, source = (getattr(op, "peaks", None) or {}).get(sweep.gpu, (None, ""))
+    cell = (lambda r: f"{r['tflops']:,.1f} ({100 * r['tflops'] / peak:.0f}% of peak)") if peak else lambda r: f"{r['tflops']:,.1f}"
+    lines = ["\n#### Throughput: floating-point operations over the median kernel time, TFLOP/s\n"]
+    if peak:
+        lines.append(f"\nPeak: {peak:,.1f} TFLOP/s dense at {op.dtype} on the {escape(sweep.gpu)} ({escape(source)}).\n\n")
+    return [*lines, _grid(summ.filter(pl.col("tflops") > 0), cell, impls, allocating)]
+
+
 def _header(sweep: Sweep, summ: pl.DataFrame) -> str:
     m = sweep.manifest
     spec = m.get("spec", {})
@@ -95,9 +107,13 @@ def _header(sweep: Sweep, summ: pl.DataFrame) -> str:
         how = f"captured with `nsys-tools capture run` from `{' '.join(spec.get('program', []))[:120]}`, {rounds} rounds"
     else:
         how = f"{spec.get('rounds')} rounds × {spec.get('iters')} iterations per implementation, order rotated each round"
+    entries = {**m.get("shapes", {}), **m.get("captures", {})}
+    planned = dict.fromkeys([*(spec.get("shapes") or []), *entries])
+    missing = [f"{u} ({entries.get(u, {}).get('status') or 'not started'})" for u in planned if u not in sweep.units]
+    gaps = f" · not captured, see manifest.json: {', '.join(missing)}" if missing else ""
     return (
         f"GPU: {gpu}, driver {driver} · Nsight Systems {nsys} · commit `{commit}` · {when} UTC · L2: {l2} · "
-        f"Outputs: {outputs} · {how} · sweep `{sweep.id}`" + (f" · {stack}" if stack else "")
+        f"Outputs: {outputs} · {how} · sweep `{sweep.id}`" + (f" · {stack}" if stack else "") + gaps
     )
 
 
@@ -200,8 +216,16 @@ def compose(
     across = across.filter(pl.col("shape").is_in(shapes)).sort(pl.col("shape").replace_strict(shapes, list(range(len(shapes)))))
     ratios = metrics.ratios(sweep.calls, control)
     commit = sweep.manifest.get("git", {}).get("commit")
-    spread = ledger.ratio_spread(ledger_path, gpu, commit, control, l2, policy) if has_ledger else pl.DataFrame()
-    spread = {(r["shape"], r["impl"]): r for r in spread.filter(pl.col("sessions") >= 2).iter_rows(named=True)}
+    spread = (
+        {
+            (r["shape"], r["impl"]): r
+            for r in ledger.ratio_spread(ledger_path, gpu, commit, control, l2, policy)
+            .filter(pl.col("sessions") >= 2)
+            .iter_rows(named=True)
+        }
+        if has_ledger
+        else {}
+    )
     families = dict(summ.select("impl", "family").drop_nulls().unique("impl").iter_rows())
     floor = sweep.floor if sweep.floor in impls else None
     title = sweep.title or ", ".join(dict.fromkeys(summ["op"]))
@@ -251,10 +275,7 @@ def compose(
             ),
         ]
     elif (summ["tflops"].fill_null(0) > 0).any():
-        out += [
-            "\n#### Throughput: floating-point operations over the median kernel time, TFLOP/s\n",
-            _grid(summ.filter(pl.col("tflops") > 0), lambda r: f"{r['tflops']:,.1f}", impls, allocating),
-        ]
+        out += _throughput(sweep, summ, impls, allocating)
 
     chart_files: list[Path] = []
     ours = next((i for i in impls if families.get(i) == "ours"), None) or next(
@@ -263,7 +284,7 @@ def compose(
     if has_ledger and ours:
         lines = []
         for shape in shapes:
-            h = ledger.history(ledger_path, shape, ours, control, l2).filter(pl.col("gpu") == gpu)
+            h = ledger.history(ledger_path, shape, ours, control, l2, policy).filter(pl.col("gpu") == gpu)
             h = h.drop_nulls(["impl_ns", "vs_ns"]).tail(HISTORY_SESSIONS)
             if h.is_empty():
                 continue

@@ -336,11 +336,15 @@ def latest_control(path: Path = DEFAULT_PATH) -> str:
     return controls[-1]
 
 
-def history(path: Path, shape: str, impl: str, vs: str, l2: str = "cold") -> pl.DataFrame:
-    """Per session, oldest first: ``impl`` and ``vs`` kernel medians at ``shape`` and their ratio."""
+def history(path: Path, shape: str, impl: str, vs: str, l2: str = "cold", outputs: str | None = None) -> pl.DataFrame:
+    """Per session, oldest first: ``impl`` and ``vs`` kernel medians at ``shape`` and their ratio;
+    with ``outputs``, only sessions where ``vs`` ran under that output policy."""
     if impl == vs:
         raise UsageError(None, f"--impl and --vs are both {impl!r}", "compare two different implementations")
     df = stats(path).filter((pl.col("shape") == shape) & (pl.col("l2") == l2) & pl.col("impl").is_in([impl, vs]))
+    if outputs:
+        under = df.filter((pl.col("impl") == vs) & (pl.col("outputs") == outputs)).select("session_id")
+        df = df.join(under, on="session_id", how="semi")
     index = ["session_id", "created_utc", "gpu", "git_commit", "quiet"]
     if df.is_empty():
         wide = df.select(*index)

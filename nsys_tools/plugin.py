@@ -252,6 +252,9 @@ class Op:
     default_impls: Sequence[str] = ()  # a sweep without --impls runs these (default: all of impls())
     control: str | None = None  # the default control: what a sweep compares the others with
     floor: str | None = None  # an implementation that is a bandwidth floor (a copy), or None
+    # Dense arithmetic peak at the op's precision, per GPU name as the driver reports it:
+    # (TFLOP/s, where the figure comes from). Issue comments give throughput as a share of it.
+    peaks: Mapping[str, tuple[float, str]] = {}
 
     # -- shapes ----------------------------------------------------------------------------
     def parse_shape(self, text: str) -> Shape:

@@ -211,3 +211,51 @@ def test_chart_specs(quiet):
     assert layers[0]["mark"]["type"] == "bar" and layers[1]["encoding"]["y2"]["field"] == "p90"
     rspec = charts.ratio(ratios(quiet.calls, "triton"), "triton", ["ours", "triton", "torch", "copy"]).to_dict()
     assert any(layer.get("encoding", {}).get("y", {}).get("field") == "y" for layer in rspec["layer"])  # the line at 1.0
+
+
+def test_shapes_not_captured_are_named(tmp_path):
+    folder = tmp_path / "cut"
+    shutil.copytree(QUIET, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["shapes"]["4096x4096"]["status"] = "running"  # the capture stopped inside this shape
+    manifest["spec"]["shapes"].append("2048x768")  # and never reached this one
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    res = runner.invoke(app, ["report", str(folder), "--issue", "--ledger", str(tmp_path / "none.sqlite"), "--charts", str(tmp_path)])
+    assert res.exit_code == 0, res.stderr
+    assert "not captured, see manifest.json: 4096x4096 (running), 2048x768 (not started)" in res.stdout
+    assert "| 4096x4096 |" not in res.stdout
+
+
+def test_history_keeps_the_control_to_one_output_policy():
+    book = SWEEPS.parent / "ledger.sqlite"
+    both = ledger.history(book, "4096x768", "ours", "triton")
+    reuse = ledger.history(book, "4096x768", "ours", "triton", outputs="reuse")
+    rotate = ledger.history(book, "4096x768", "ours", "triton", outputs="rotate")
+    assert "20261129-231949-ln-reuse" in reuse["session_id"].to_list()
+    assert "20261129-231949-ln-reuse" not in rotate["session_id"].to_list()
+    assert "20261129-231949-ln-rotate" in rotate["session_id"].to_list()
+    assert reuse.height + rotate.height == both.height
+
+
+def test_throughput_as_a_share_of_the_gpus_peak(monkeypatch):
+    """A capture with no copy gets a throughput table; with the op's peak for this GPU, each cell
+    carries its share of it and the comment says where the figure comes from."""
+    run = sweep.load(SWEEPS / "20261129-225825-cuda-softmax")
+    from nsys_tools.issue import _throughput
+
+    summ = sweep.summary(run)
+    impls = list(dict.fromkeys(summ["impl"]))
+    plain = "".join(_throughput(run, summ, impls, set()))
+    assert "| 8192x4096 |" in plain and "% of peak" not in plain
+    monkeypatch.setattr(type(run.op("softmax")), "peaks", {run.gpu: (10.0, "a figure for the test")}, raising=False)
+    tflops = summ.filter((pl.col("impl") == "block") & (pl.col("shape") == "8192x4096"))["tflops"][0]
+    shared = "".join(_throughput(run, summ, impls, set()))
+    assert f"Peak: 10.0 TFLOP/s dense at fp32 on the {run.gpu} (a figure for the test)." in shared
+    assert f"{tflops:,.1f} ({100 * tflops / 10:.0f}% of peak)" in shared
+
+
+def test_matmul_ops_know_the_h200_peak():
+    from kernels.matmul import OPS
+
+    peaks = {op.dtype: op.peaks["NVIDIA H200"][0] for op in OPS}
+    assert peaks == {"bf16": 989.5, "tf32": 494.5}

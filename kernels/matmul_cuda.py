@@ -1,0 +1,291 @@
+"""Our matmul kernels (``matmul.cu``): variants, launch plans, tensor maps, launchers.
+
+``plan`` is pure Python, so the census compiles exactly what a launch would run without a GPU;
+``launcher`` (and the op's factory ``make``) import CuPy and torch. Variants, in the order of
+the lineage (reports/matmul-variants.md):
+
+- ``simt``: tiled shared memory, FFMA (fp32 inputs multiply in plain fp32 here);
+- ``mma``: tensor cores through ``mma.sync``, 128 x 128 tiles of four warps, a four-stage
+  ``cp.async`` pipeline; ``mma_128x256``: eight warps, 128 x 256 tiles;
+- ``wgmma``: sm_90a, TMA into a ring of shared-memory stages, one producer and two consumer
+  warp groups; bf16 128 x 256 tiles, tf32 256 x 128 (C^T = B^T A^T); ``wgmma_n128``: 128-wide
+  tiles; ``wgmma_persistent``: one block per SM looping over tiles (bf16 also keeps one wgmma
+  batch in flight); ``wgmma_tma_store`` (bf16): persistent, C stored through shared memory by TMA;
+- ``ours``: the dispatcher, the fastest measured variant that can run the operands.
+
+Explicit plans for exploring: ``wgmma_n<128|256>_s<stages>[_k1][_e][_p]`` (bf16: BN columns of
+C per tile, tf32: that many rows; ``_k1`` one wgmma batch kept in flight and ``_e`` C stored
+through shared memory by TMA, bf16 only; ``_p`` a persistent grid of one block per SM) and
+``mma_<BM>x<BN>_w<warps along M>x<warps along N>_s<stages>``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from nsys_tools.plugin import UnsupportedShape
+
+SOURCE = Path(__file__).with_name("matmul.cu")
+OPTIONS = ("--std=c++17",)
+SM90A_OPTIONS = (*OPTIONS, "-arch=sm_90a")  # wgmma and TMA need the arch-specific target
+DTYPES = ("bf16", "tf32")
+ELEMENT_BYTES = {"bf16": 2, "tf32": 4}
+CXX_TYPE = {"bf16": "bf16", "tf32": "float"}
+GROUP_M = 8  # tile rows per group in the grouped block order
+MAX_DYNAMIC_SHARED = 227 * 1024  # sm_90: per block, opt-in
+WGMMA_THREADS = 384  # one producer and two consumer warp groups
+
+MMA_NAME = re.compile(r"^mma_(?P<bm>64|128|256)x(?P<bn>64|128|256)_w(?P<wm>[124])x(?P<wn>[1248])_s(?P<stages>[2-6])$")
+WGMMA_NAME = re.compile(r"^wgmma_n(?P<n>128|256)_s(?P<stages>[2-7])(?P<keep>_k1)?(?P<epi>_e)?(?P<persistent>_p)?$")
+
+VARIANTS = {
+    "simt": "tiled shared memory, 128 x 128 tiles, 8 x 8 outputs per thread, FFMA (fp32 math, not TF32)",
+    "mma": "mma.sync tensor cores, ldmatrix, 4-stage cp.async pipeline, padded shared memory, 128 x 128 tiles of 4 warps",
+    "mma_128x256": "the mma kernel with 8 warps on 128 x 256 tiles",
+    "wgmma": "sm_90a: TMA (128-byte swizzle) into 4 stages, 1 producer and 2 consumer warp groups, wgmma, 128x256 tiles",
+    "wgmma_n128": "the wgmma kernel on 128-wide tiles (bf16 128 x 128, tf32 128 x 128), 6 stages",
+    "wgmma_persistent": "wgmma, one block per SM looping over tiles; bf16 keeps one wgmma batch in flight",
+    "wgmma_tma_store": "bf16: persistent wgmma, 3 stages, C through stmatrix into shared memory, out by TMA during the next tile",
+    "ours": "dispatcher: the fastest measured variant the operands allow",
+}
+# Named variants as explicit plans, per precision; "ours" picks among them (see ``dispatch``).
+NAMED_PLANS = {
+    "mma": {"bf16": "mma_128x128_w2x2_s4", "tf32": "mma_128x128_w2x2_s4"},
+    "mma_128x256": {"bf16": "mma_128x256_w2x4_s4", "tf32": "mma_128x256_w2x4_s4"},
+    "wgmma": {"bf16": "wgmma_n256_s4", "tf32": "wgmma_n256_s4"},
+    "wgmma_n128": {"bf16": "wgmma_n128_s6", "tf32": "wgmma_n128_s6"},
+    "wgmma_persistent": {"bf16": "wgmma_n256_s4_k1_p", "tf32": "wgmma_n256_s4_p"},
+    "wgmma_tma_store": {"bf16": "wgmma_n256_s3_e_p"},
+}
+
+
+def variants(dtype: str) -> list[str]:
+    """The named variants that have a plan in ``dtype``."""
+    return [v for v in VARIANTS if v not in NAMED_PLANS or dtype in NAMED_PLANS[v]]
+
+
+@dataclass(frozen=True)
+class Plan:
+    kernel: str  # the NVRTC name expression
+    grid: int
+    block: int
+    shared_bytes: int = 0  # dynamic shared memory
+    boxes: tuple[tuple[int, int], ...] = ()  # TMA (sm_90a): (columns, rows) of the boxes of A, B (and C)
+    aligned: bool = True  # 16-byte rows (cp.async / TMA)
+
+    @property
+    def tma(self) -> bool:
+        return bool(self.boxes)
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        return SM90A_OPTIONS if self.tma else OPTIONS
+
+
+@dataclass(frozen=True)
+class Operands:
+    """What a plan depends on besides the shape: element type, alignment, the GPU."""
+
+    dtype: str
+    aligned: bool = True  # A, B, C 16-byte aligned, rows of A and B a multiple of 16 bytes
+    arch: int = 90  # compute capability, 10 * major + minor
+    sms: int = 132  # multiprocessors: the size of a persistent grid
+
+    def tma_ok(self) -> bool:
+        return self.aligned and self.arch == 90
+
+
+def _tiles(m: int, n: int, bm: int, bn: int) -> int:
+    return math.ceil(m / bm) * math.ceil(n / bn)
+
+
+def mma_plan(name: str, m: int, n: int, ops: Operands) -> Plan:
+    g = {k: int(v) for k, v in MMA_NAME.match(name).groupdict().items()}
+    bm, bn, wm, wn, stages = g["bm"], g["bn"], g["wm"], g["wn"], g["stages"]
+    e = ELEMENT_BYTES[ops.dtype]
+    if bm % (16 * wm) or bn % (16 * wn):
+        raise UnsupportedShape(None, f"{name}: warp tiles must be multiples of 16 x 16")
+    bk, chunk = 64 // e, 16 // e
+    shared = stages * (bm * (bk + chunk) + bk * (bn + 8)) * e
+    if shared > MAX_DYNAMIC_SHARED:
+        raise UnsupportedShape(None, f"{name} needs {shared} bytes of shared memory per block", "use fewer stages")
+    aligned = "true" if ops.aligned else "false"
+    kernel = f"mm_mma<{CXX_TYPE[ops.dtype]}, {bm}, {bn}, {wm}, {wn}, {stages}, {aligned}>"
+    return Plan(kernel, _tiles(m, n, bm, bn), wm * wn * 32, shared, aligned=ops.aligned)
+
+
+def wgmma_plan(name: str, m: int, n: int, ops: Operands) -> Plan:
+    g = WGMMA_NAME.match(name)
+    wide, stages, keep, epi = int(g["n"]), int(g["stages"]), int(bool(g["keep"])), int(bool(g["epi"]))
+    if ops.arch != 90:
+        raise UnsupportedShape(None, f"{name} uses wgmma and TMA, compiled for sm_90a; this GPU is sm_{ops.arch}")
+    if not ops.aligned:
+        raise UnsupportedShape(
+            None, f"{name} needs TMA: 16-byte aligned A and B, K and N multiples of {16 // ELEMENT_BYTES[ops.dtype]}"
+        )
+    if (keep or epi) and ops.dtype != "bf16":
+        raise UnsupportedShape(None, f"{name}: _k1 and _e are bf16 only (TF32 fragments would not fit in registers)")
+    staging = 0
+    if ops.dtype == "bf16":  # 128 x wide tiles: A one box of 128 rows x 64, B wide / 64 boxes of 64 x 64, C boxes of 64 x 64
+        kernel, tiles = f"mm_wgmma_bf16<{wide}, {stages}, {keep}, {epi}>", _tiles(m, n, 128, wide)
+        boxes = ((64, 128), (64, 64), (64, 64))
+        stage, staging = 128 * 64 * 2 + wide * 64 * 2, epi * 128 * wide * 2
+    else:  # wide x 128 tiles: A one box of wide rows x 32, B 4 boxes of 32 x 32 (fp32)
+        kernel, tiles, boxes = f"mm_wgmma_tf32<{wide}, {stages}>", _tiles(m, n, wide, 128), ((32, wide), (32, 32))
+        stage = wide * 32 * 4 + 128 * 32 * 4
+    shared = stages * stage + staging + 1024  # + the slack to align the ring to 1024 bytes
+    if shared > MAX_DYNAMIC_SHARED:
+        raise UnsupportedShape(None, f"{name} needs {shared} bytes of shared memory per block", "use fewer stages")
+    grid = min(tiles, ops.sms) if g["persistent"] else tiles
+    return Plan(kernel, grid, WGMMA_THREADS, shared, boxes)
+
+
+def dispatch(ops: Operands) -> str:
+    """The plan ``ours`` runs: where TMA can read the operands (sm_90, aligned), the fastest
+    wgmma plan measured on the H200 at every benchmark shape (bf16: the persistent kernel that
+    stores C through TMA; tf32: the one-tile-per-block kernel), else the mma.sync kernel (which
+    loads unaligned rows element by element). See reports/matmul-variants.md."""
+    if not ops.tma_ok():
+        return NAMED_PLANS["mma"][ops.dtype]
+    return NAMED_PLANS["wgmma_tma_store"][ops.dtype] if ops.dtype == "bf16" else NAMED_PLANS["wgmma"][ops.dtype]
+
+
+def plan(variant: str, m: int, n: int, k: int, ops: Operands) -> Plan:
+    """Kernel, grid, block and shared memory of ``variant`` for ``m x n x k`` (``k`` does not
+    change the launch)."""
+    if min(m, n, k) < 1:
+        raise UnsupportedShape(None, f"matmul needs M, N, K >= 1, got {m}x{n}x{k}")
+    if variant in NAMED_PLANS and ops.dtype not in NAMED_PLANS[variant]:
+        raise UnsupportedShape(None, f"{variant} has no {ops.dtype} plan", f"choose from {', '.join(variants(ops.dtype))}")
+    name = dispatch(ops) if variant == "ours" else NAMED_PLANS[variant][ops.dtype] if variant in NAMED_PLANS else variant
+    if name == "simt":
+        return Plan(f"mm_simt<{CXX_TYPE[ops.dtype]}, 128, 128, 8, 8, 8>", _tiles(m, n, 128, 128), 256, aligned=ops.aligned)
+    if MMA_NAME.match(name):
+        return mma_plan(name, m, n, ops)
+    if WGMMA_NAME.match(name):
+        return wgmma_plan(name, m, n, ops)
+    raise UnsupportedShape(None, f"unknown matmul variant {variant!r}", f"choose from {', '.join(VARIANTS)}, mma_..., wgmma_...")
+
+
+def is_variant(name: str) -> bool:
+    return name in VARIANTS or bool(MMA_NAME.match(name) or WGMMA_NAME.match(name))
+
+
+# -- tensor maps -------------------------------------------------------------------------------
+
+TMA_DTYPE = {"bf16": 9, "tf32": 7}  # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, _FLOAT32
+SWIZZLE_128B, L2_PROMOTION_256B = 3, 3
+
+
+def tensor_map(tensor, box_cols: int, box_rows: int, dtype: str):
+    """A CUtensorMap for a row-major 2-D tensor, read in boxes of ``box_rows`` x ``box_cols``
+    with the 128-byte swizzle, out-of-bounds elements filled with zeros: a one-element NumPy
+    array of 128 bytes, which CuPy passes to the kernel by value."""
+    import ctypes
+
+    import numpy as np
+
+    rows, cols = tensor.shape
+    lib = _libcuda()
+    raw = np.zeros(24, dtype=np.uint64)  # 128 bytes on a 64-byte boundary, as CUtensorMap asks
+    start = (-raw.ctypes.data % 64) // 8
+    out = raw[start : start + 16]
+    dims = (ctypes.c_uint64 * 2)(cols, rows)
+    strides = (ctypes.c_uint64 * 1)(cols * tensor.element_size())
+    box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
+    steps = (ctypes.c_uint32 * 2)(1, 1)
+    err = lib.cuTensorMapEncodeTiled(
+        ctypes.c_void_p(out.ctypes.data), TMA_DTYPE[dtype], 2, ctypes.c_void_p(tensor.data_ptr()),
+        dims, strides, box, steps, 0, SWIZZLE_128B, L2_PROMOTION_256B, 0,
+    )  # fmt: skip
+    if err != 0:
+        raise RuntimeError(f"cuTensorMapEncodeTiled failed with CUresult {err} for a {rows}x{cols} {dtype} tensor")
+    return out.view(np.dtype((np.void, 128)))
+
+
+_LIBCUDA = []
+
+
+def _libcuda():
+    import ctypes
+
+    if not _LIBCUDA:
+        lib = ctypes.CDLL("libcuda.so.1")
+        lib.cuTensorMapEncodeTiled.restype = ctypes.c_int
+        lib.cuTensorMapEncodeTiled.argtypes = [
+            ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
+            ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
+            ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+        ]  # fmt: skip
+        _LIBCUDA.append(lib)
+    return _LIBCUDA[0]
+
+
+# -- launching ---------------------------------------------------------------------------------
+
+
+def operands(a, b, c, dtype: str) -> Operands:
+    """The ``Operands`` of torch tensors A (M x K), B (K x N), C (M x N) on their GPU."""
+    import torch
+
+    chunk = 16 // ELEMENT_BYTES[dtype]
+    m, k = a.shape
+    n = b.shape[1]
+    contiguous = all(t.is_contiguous() for t in (a, b, c))
+    if not contiguous:
+        raise UnsupportedShape(None, "our matmul kernels take contiguous row-major A, B and C")
+    aligned = all(t.data_ptr() % 16 == 0 for t in (a, b, c)) and k % chunk == 0 and n % chunk == 0
+    props = torch.cuda.get_device_properties(a.device)
+    return Operands(dtype, aligned, 10 * props.major + props.minor, props.multi_processor_count)
+
+
+def launcher(a, b, c, variant: str = "ours", dtype: str | None = None):
+    """A no-argument launcher computing ``c = a @ b`` with ``variant`` (arguments, tensor maps
+    and compilation done here, once). It holds raw pointers: the caller keeps a, b, c alive."""
+    import numpy as np
+
+    from .cuda import compile_kernels
+
+    dtype = dtype or ("bf16" if a.element_size() == 2 else "tf32")
+    m, k = a.shape
+    n = b.shape[1]
+    ops = operands(a, b, c, dtype)
+    p = plan(variant, m, n, k, ops)
+    kernel = compile_kernels([p.kernel], SOURCE, p.options)[p.kernel]
+    if p.shared_bytes > kernel.max_dynamic_shared_size_bytes:  # only ever raised (see kernels/cuda.py)
+        kernel.max_dynamic_shared_size_bytes = p.shared_bytes
+    dims = (np.int32(m), np.int32(n), np.int32(k), np.int32(GROUP_M))
+    if p.tma:
+        maps = [tensor_map(t, cols, rows, dtype) for t, (cols, rows) in zip((a, b, c), p.boxes, strict=False)]
+        args = (*maps, np.uint64(c.data_ptr()), *dims)
+    else:
+        pairs = np.int32(n % 2 == 0 and c.data_ptr() % (2 * c.element_size()) == 0)
+        args = (np.uint64(a.data_ptr()), np.uint64(b.data_ptr()), np.uint64(c.data_ptr()), *dims, pairs)
+    grid, block, shared = (p.grid,), (p.block,), p.shared_bytes
+
+    def launch() -> None:
+        kernel(grid, block, args, shared_mem=shared)
+
+    return launch
+
+
+def make(buffers, variant: str = "ours", dtype: str = "bf16"):
+    """Op factory: ``buffers.c = buffers.a @ buffers.b`` with ``variant``."""
+    return launcher(buffers.a, buffers.b, buffers.c, variant, dtype)
+
+
+def compile_for_census(variant: str, dtype: str, shape: tuple[int, int, int], arch: str):
+    """``Impl.compile`` hook: the cubin ``variant`` would run at ``shape`` on ``arch`` (aligned
+    operands), compiled without a GPU."""
+    from nsys_tools.plugin import Cubin, arch_number
+
+    from .census import nvrtc_cubin
+
+    m, n, k = shape
+    chunk = 16 // ELEMENT_BYTES[dtype]
+    p = plan(variant, m, n, k, Operands(dtype, k % chunk == 0 and n % chunk == 0, arch_number(arch)))
+    lowered, cubin = nvrtc_cubin(SOURCE, p.kernel, OPTIONS, "sm_90a" if p.tma else arch)
+    return Cubin(lowered, cubin, p.grid, p.block, p.shared_bytes)
