@@ -12,7 +12,7 @@ from polars.testing import assert_frame_equal
 
 from nsys_tools import engine
 from nsys_tools.errors import BadExport, SchedulerError
-from nsys_tools.report import kernel_summary
+from nsys_tools.report import kernel_summary, view_table
 
 from .conftest import FIXTURES
 
@@ -45,6 +45,13 @@ def test_dask_table_equals_the_local_table(dask_engine, options):
     on_dask = kernel_summary(EXPORTS, engine=dask_engine, **options)
     assert local.height > 10
     assert_frame_equal(on_dask, local)
+
+
+@pytest.mark.parametrize("view, by", [("ranges", ["device"]), ("api", []), ("memops", ["process"]), ("gaps", [])])
+def test_every_view_on_dask_equals_the_local_view(dask_engine, view, by):
+    local = view_table(EXPORTS, view, by=by, per_file=True)
+    assert local.height > 2
+    assert_frame_equal(view_table(EXPORTS, view, by=by, per_file=True, engine=dask_engine), local)
 
 
 def test_progress_and_order(dask_engine):
