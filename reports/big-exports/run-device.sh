@@ -16,7 +16,7 @@
 # 4. writes every timing into $OUT/big-exports-device.json and this log into $OUT/run-device.log.
 # KERNELS, FLEET_KERNELS, EXPORTS, WORKERS and SOURCE override the sizes and the export replicated.
 set -uo pipefail
-OUT=${OUT:-$PWD/device-out}
+OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run-device.log") 2>&1
 PY=${PYTHON:-python3}
@@ -106,4 +106,4 @@ for name, rows in doc["side_by_side"].items():
 for r in doc["scaling"] or []:
     print(f"{r['engine']:16} {r['wall_s']:7.2f} s (start-up {r['startup_s']:.2f} s) speedup {r['speedup']:.2f} same table {r['same_table']}")
 PY
-say "done"
+say "done: $OUT/big-exports-device.json"
