@@ -131,7 +131,7 @@ def kernel_times(entries: list[tuple[str, list]], rounds: int = 3, iters: int = 
         elif current is not None:
             current.append(e)
     out: dict[str, dict] = {}
-    for (label, rnd), acts in zip(order, blocks, strict=False):
+    for (label, _round), acts in zip(order, blocks, strict=False):
         per_call = len(acts) // iters
         rec = out.setdefault(label, {"calls_ns": [], "rounds_us": [], "kernels_per_call": per_call, "kernels": set()})
         if per_call == 0 or len(acts) % iters:

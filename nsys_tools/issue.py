@@ -70,7 +70,10 @@ def _throughput(sweep: Sweep, summ: pl.DataFrame, impls: list[str], allocating: 
     knows it for this GPU (with the figure's source)."""
     op = sweep.op(summ["op"][0])
     peak, source = (getattr(op, "peaks", None) or {}).get(sweep.gpu, (None, ""))
-    cell = (lambda r: f"{r['tflops']:,.1f} ({100 * r['tflops'] / peak:.0f}% of peak)") if peak else lambda r: f"{r['tflops']:,.1f}"
+
+    def cell(r: dict) -> str:
+        return f"{r['tflops']:,.1f}" + (f" ({100 * r['tflops'] / peak:.0f}% of peak)" if peak else "")
+
     lines = ["\n#### Throughput: floating-point operations over the median kernel time, TFLOP/s\n"]
     if peak:
         lines.append(f"\nPeak: {peak:,.1f} TFLOP/s dense at {op.dtype} on the {escape(sweep.gpu)} ({escape(source)}).\n\n")

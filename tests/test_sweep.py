@@ -220,7 +220,8 @@ def test_shapes_not_captured_are_named(tmp_path):
     manifest["shapes"]["4096x4096"]["status"] = "running"  # the capture stopped inside this shape
     manifest["spec"]["shapes"].append("2048x768")  # and never reached this one
     (folder / "manifest.json").write_text(json.dumps(manifest))
-    res = runner.invoke(app, ["report", str(folder), "--issue", "--ledger", str(tmp_path / "none.sqlite"), "--charts", str(tmp_path)])
+    args = ["report", str(folder), "--issue", "--ledger", str(tmp_path / "none.sqlite"), "--charts", str(tmp_path)]
+    res = runner.invoke(app, args)
     assert res.exit_code == 0, res.stderr
     assert "not captured, see manifest.json: 4096x4096 (running), 2048x768 (not started)" in res.stdout
     assert "| 4096x4096 |" not in res.stdout

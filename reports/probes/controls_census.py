@@ -21,7 +21,8 @@ from nsys_tools.census import resources, sass_counts
 
 
 def main(folder: Path) -> None:
-    head = "kernel, tile, constants, warps, registers, shared B, ld.128, st.128, st.32, barriers, shuffles, special, SASS".split(", ")
+    head = "kernel, tile, constants, warps, registers, shared B, ld.128, st.128, st.32, barriers, shuffles, special, SASS"
+    head = head.split(", ")
     print("| " + " | ".join(head) + " |")
     print("|---|---|---|" + "---:|" * 8 + "---|---:|")
     lines = set()

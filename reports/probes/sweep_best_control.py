@@ -30,7 +30,10 @@ def table(path: str) -> str:
     )
     head = f"### {sweep.id} (outputs: {sweep.manifest['spec'].get('outputs')})\n\n"
     cols = ["ours", *present, "copy"]
-    lines = ["| shape | " + " | ".join(f"{c} µs" for c in cols) + " | best control | ours / best | ours / copy |", "|---|" + "---:|" * (len(cols) + 3)]
+    lines = [
+        "| shape | " + " | ".join(f"{c} µs" for c in cols) + " | best control | ours / best | ours / copy |",
+        "|---|" + "---:|" * (len(cols) + 3),
+    ]
     for r in s.iter_rows(named=True):
         cells = [f"{r[c] / 1000:.2f}" for c in cols]
         lines.append(f"| {r['shape']} | " + " | ".join(cells) + f" | {r['best_is']} | {r['vs_best']:.3f} | {r['vs_copy']:.3f} |")
