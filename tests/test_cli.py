@@ -83,6 +83,15 @@ def test_no_nvtx_still_reports_kernels():
     assert rows and {r["range"] for r in rows} == {""}
 
 
+@pytest.mark.parametrize("by", ["", "device", "device,process,stream"])
+def test_no_nvtx_ranges_view_is_empty_not_damaged(by):
+    """An export without NVTX has no range to project: an empty table, not "is damaged"."""
+    args = ["report", str(FIXTURES / "bad-input" / "no-nvtx.sqlite"), "--view", "ranges", "-f", "json"]
+    res = runner.invoke(app, args + (["--by", by] if by else []))
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) == []
+
+
 def test_output_file_is_not_clobbered_on_error(tmp_path):
     out = tmp_path / "table.md"
     out.write_text("earlier report\n")
