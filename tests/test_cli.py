@@ -136,9 +136,31 @@ def test_version():
     ],
 )
 def test_views_by_device(view, header):
-    res = runner.invoke(app, ["report", str(MULTI), "--view", view, "--by", "device", "--min-gap", "1000"])
+    gap = ["--min-gap", "1000"] if view == "gaps" else []
+    res = runner.invoke(app, ["report", str(MULTI), "--view", view, "--by", "device", *gap])
     assert res.exit_code == 0, res.stderr
     assert res.stdout.startswith(header)
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["--min-gap", "5"], "--min-gap"),
+        (["--view", "ranges", "--min-gap", "5"], "--min-gap"),
+        (["--view", "api", "--include-memops"], "--include-memops"),
+        (["--view", "memops", "--nesting", "all"], "--nesting"),
+        (["--view", "ranges", "--names", "short"], "--names"),
+        (["--view", "gaps", "--names", "short"], "--names"),
+    ],
+)
+def test_an_option_of_another_view_is_refused_not_ignored(args, option):
+    res = runner.invoke(app, ["report", str(MULTI), *args])
+    assert res.exit_code == 2 and f"Invalid value for {option}: applies to --view" in res.stderr
+
+
+def test_export_only_option_on_a_sweep_names_it():
+    res = runner.invoke(app, ["report", "--demo", "--min-gap", "5"])
+    assert res.exit_code == 2 and "--min-gap applies to exports, not sweep folders" in res.stderr
 
 
 def test_memops_one_row_per_device():
@@ -184,7 +206,7 @@ QUIET = Path(__file__).resolve().parents[1] / "reports" / "sweeps" / "20261129-1
 @pytest.mark.parametrize(
     "args, text",
     [
-        (["report", str(QUIET), "--range", "x*"], "--range apply to exports, not sweep folders"),
+        (["report", str(QUIET), "--range", "x*"], "--range applies to exports, not sweep folders"),
         (["report", str(QUIET), "--kernel", "x*", "--per-file"], "--kernel, --per-file apply to exports, not sweep folders"),
         (["report", "--demo", str(NEW)], "--demo reads the bundled sweep: give no paths with it"),
         (["report", str(NEW), "--charts", "c"], "--charts go with --issue"),
