@@ -83,6 +83,16 @@ def test_no_nvtx_still_reports_kernels():
     assert rows and {r["range"] for r in rows} == {""}
 
 
+@pytest.mark.parametrize(
+    "name, hint", [("no-cuda-trace", "was it captured with --trace=cuda"), ("empty", "CUDA was traced but no kernel ran")]
+)
+def test_memops_of_an_export_without_cuda_is_an_error_not_an_empty_table(name, hint):
+    """As every other view: no CUDA table at all is named, not reported as "no copies"."""
+    res = runner.invoke(app, ["report", str(FIXTURES / "bad-input" / f"{name}.sqlite"), "--view", "memops"])
+    assert res.exit_code == 1 and res.stdout == ""
+    assert res.stderr.startswith(f"Error: {FIXTURES / 'bad-input' / name}.sqlite: no CUPTI_ACTIVITY_KIND_RUNTIME table; {hint}")
+
+
 @pytest.mark.parametrize("by", ["", "device", "device,process,stream"])
 def test_no_nvtx_ranges_view_is_empty_not_damaged(by):
     """An export without NVTX has no range to project: an empty table, not "is damaged"."""
