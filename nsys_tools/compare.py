@@ -191,7 +191,8 @@ def markdown(base: Capture, new: Capture, table: pl.DataFrame, method_text: str)
     us = lambda v: "–" if v is None else f"{v / 1000:,.2f}"  # noqa: E731
     for r in table.iter_rows(named=True):
         ratio = "–" if r["ratio"] is None else f"{r['ratio']:.3f} ({r['ci_lo']:.3f}–{r['ci_hi']:.3f})"
-        cells = [escape(shorten(str(r[k]))) if r[k] != "" else "(none)" for k in keys] + [us(r["base_median_ns"]), us(r["new_median_ns"]), ratio]
+        named = [escape(shorten(str(r[k]))) if r[k] != "" else "(none)" for k in keys]
+        cells = [*named, us(r["base_median_ns"]), us(r["new_median_ns"]), ratio]
         lines.append(
             "| "
             + " | ".join([*cells, "**" + r["verdict"] + "**" if r["verdict"] in ("faster", "slower") else r["verdict"]])
