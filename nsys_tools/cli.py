@@ -281,6 +281,7 @@ def report(
         "--view": view is not View.kernels,
         "--by": bool(keys),
         "--min-gap": min_gap is not None,
+        "--scheduler": scheduler is not None,
     }
     given = [name for name, on in export_only.items() if on]
     if sweeps and given:
@@ -303,6 +304,9 @@ def report(
     if issue_only and not issue:
         raise typer.BadParameter(f"{', '.join(issue_only)} go with --issue", param_hint=issue_only[0])
     if issue:
+        whole = [n for n, on in (("--format", fmt is not Format.markdown), ("--top", top is not None)) if on]
+        if whole:
+            raise typer.BadParameter("the issue comment is markdown, written whole", param_hint=whole[0])
         if len(sweeps) != 1:
             raise typer.BadParameter("--issue takes exactly one sweep folder", param_hint="PATHS")
         from . import ledger as L

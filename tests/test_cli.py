@@ -168,9 +168,18 @@ def test_an_option_of_another_view_is_refused_not_ignored(args, option):
     assert res.exit_code == 2 and f"Invalid value for {option}: applies to --view" in res.stderr
 
 
-def test_export_only_option_on_a_sweep_names_it():
-    res = runner.invoke(app, ["report", "--demo", "--min-gap", "5"])
-    assert res.exit_code == 2 and "--min-gap applies to exports, not sweep folders" in res.stderr
+@pytest.mark.parametrize("option", ["--min-gap", "--scheduler"])
+def test_export_only_option_on_a_sweep_names_it(option):
+    res = runner.invoke(app, ["report", "--demo", option, "5" if option == "--min-gap" else "local:2"])
+    assert res.exit_code == 2 and f"{option} applies to exports, not sweep folders" in res.stderr
+
+
+@pytest.mark.parametrize("args", [["--format", "csv"], ["-f", "json"], ["--top", "3"]])
+def test_issue_comment_refuses_format_and_top_rather_than_ignoring_them(args, tmp_path):
+    res = runner.invoke(app, ["report", "--demo", "--issue", "--charts", str(tmp_path), *args])
+    option = "--format" if args[0] == "-f" else args[0]
+    assert res.exit_code == 2 and f"Invalid value for {option}: the issue comment is markdown, written whole" in res.stderr
+    assert not any(tmp_path.iterdir())  # refused before any chart is written
 
 
 def test_memops_one_row_per_device():
