@@ -205,7 +205,10 @@ def report(
             min=0, help="Keep the N rows with the largest total time (gaps: the longest); 0 keeps all.", show_default=False
         ),
     ] = None,
-    min_gap: Annotated[float, typer.Option(min=0, help="--view gaps: the shortest idle interval reported, in µs.")] = 100.0,
+    min_gap: Annotated[
+        Optional[float],
+        typer.Option(min=0, help="--view gaps: the shortest idle interval reported, in µs (default 100).", show_default=False),
+    ] = None,
     nsys: Annotated[
         Optional[Path], typer.Option(help="nsys executable, to export .nsys-rep files (default: $NSYS, then PATH).")
     ] = None,
@@ -277,10 +280,19 @@ def report(
         "--per-file": per_file,
         "--view": view is not View.kernels,
         "--by": bool(keys),
+        "--min-gap": min_gap is not None,
+        "--scheduler": scheduler is not None,
     }
     given = [name for name, on in export_only.items() if on]
     if sweeps and given:
-        raise typer.BadParameter(f"{', '.join(given)} apply to exports, not sweep folders", param_hint=given[0])
+        verb = "apply" if len(given) > 1 else "applies"
+        raise typer.BadParameter(f"{', '.join(given)} {verb} to exports, not sweep folders", param_hint=given[0])
+    # Options of one view are refused with another, not ignored.
+    for name, owner in (("--names", View.kernels), ("--include-memops", View.kernels), ("--nesting", View.kernels)):
+        if export_only[name] and view is not owner:
+            raise typer.BadParameter(f"applies to --view {owner.value}, not --view {view.value}", param_hint=name)
+    if min_gap is not None and not sweeps and view is not View.gaps:
+        raise typer.BadParameter(f"applies to --view gaps, not --view {view.value}", param_hint="--min-gap")
     for name, value, column in (("--range", range_glob, "range"), ("--kernel", kernel_glob, "kernel")):
         if value and not sweeps and column not in _view_columns(view):
             raise typer.BadParameter(f"--view {view.value} has no {column} column", param_hint=name)
@@ -292,6 +304,9 @@ def report(
     if issue_only and not issue:
         raise typer.BadParameter(f"{', '.join(issue_only)} go with --issue", param_hint=issue_only[0])
     if issue:
+        whole = [n for n, on in (("--format", fmt is not Format.markdown), ("--top", top is not None)) if on]
+        if whole:
+            raise typer.BadParameter("the issue comment is markdown, written whole", param_hint=whole[0])
         if len(sweeps) != 1:
             raise typer.BadParameter("--issue takes exactly one sweep folder", param_hint="PATHS")
         from . import ledger as L
@@ -332,7 +347,7 @@ def report(
         target = _output(output, _read_by(files))
         options = {
             View.kernels: {"names": names.value, "include_memops": include_memops, "nesting": nesting.value},
-            View.gaps: {"min_gap_ns": round(min_gap * 1000)},
+            View.gaps: {} if min_gap is None else {"min_gap_ns": round(min_gap * 1000)},
         }.get(view, {})
         with connect(scheduler) as engine, Progress(console=stderr, transient=True, disable=len(files) < 2) as bar:
             task = bar.add_task("Reading exports" + (f" on {scheduler}" if scheduler else ""), total=len(files))

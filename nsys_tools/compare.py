@@ -66,7 +66,8 @@ def _open_exports(path: Path, nsys=None) -> Capture:
 
     files = expand_inputs([path])
     frames = [named_ops(f, nsys=nsys).with_columns(file=pl.lit(str(f))) for f in files]
-    rows = pl.concat(frames).filter(pl.col("range") != "")
+    rows = pl.concat(frames)
+    ranged = rows.filter(pl.col("range") != "")
     with reading(files[0]):
         first = open_export(files[0], nsys)
         gpus = events.gpus(first)
@@ -77,11 +78,12 @@ def _open_exports(path: Path, nsys=None) -> Capture:
         "nsys": str(info.get("nsys_version") or ""),
     }
     several = len(files) > 1
-    if rows.height and rows["range"].str.contains(RANGE_REGEX).all():
-        calls = rows.pipe(parse_ranges).with_columns(
+    if ranged.height and ranged["range"].str.contains(RANGE_REGEX).all():
+        calls = ranged.pipe(parse_ranges).with_columns(
             cluster=(pl.col("file") + "/" if several else pl.lit("")) + pl.col("round").cast(pl.String)
         )
         return Capture(path, calls.select(*KEYS, "cluster", "duration_ns"), KEYS, "round", meta)
+    # As in the report, kernels outside every range are compared under an empty range, not dropped.
     calls = rows.with_columns(cluster=pl.col("file") if several else pl.lit(""))
     return Capture(path, calls.select(*EXPORT_KEYS, "cluster", "duration_ns"), EXPORT_KEYS, "file" if several else "", meta)
 
@@ -182,14 +184,15 @@ def markdown(base: Capture, new: Capture, table: pl.DataFrame, method_text: str)
         )
     counts = table["verdict"].value_counts(sort=True)
     tally = ", ".join(f"{n} {v}" for v, n in counts.iter_rows())
-    lines.append(f"{method_text} Rows: {tally}.\n")
+    lines.append(f"{method_text} Rows: {tally or 'none'}.\n")
     keys = [c for c in table.columns if c in (*KEYS, *EXPORT_KEYS)]
     head = [*keys, "base µs", "new µs", "new/base (95%)", "verdict"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(keys) + "---:|---:|---:|---|"]
     us = lambda v: "–" if v is None else f"{v / 1000:,.2f}"  # noqa: E731
     for r in table.iter_rows(named=True):
         ratio = "–" if r["ratio"] is None else f"{r['ratio']:.3f} ({r['ci_lo']:.3f}–{r['ci_hi']:.3f})"
-        cells = [escape(shorten(str(r[k]))) for k in keys] + [us(r["base_median_ns"]), us(r["new_median_ns"]), ratio]
+        named = [escape(shorten(str(r[k]))) if r[k] != "" else "(none)" for k in keys]
+        cells = [*named, us(r["base_median_ns"]), us(r["new_median_ns"]), ratio]
         lines.append(
             "| "
             + " | ".join([*cells, "**" + r["verdict"] + "**" if r["verdict"] in ("faster", "slower") else r["verdict"]])

@@ -114,6 +114,8 @@ def memops(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
                 kind=pl.lit("memset"), copy_kind=pl.lit(None, pl.String), name=pl.lit("[CUDA memset]")
             )
         )
+    if not frames and not (ex.has(S.RUNTIME) or ex.has(S.DRIVER)):
+        ex.require(S.RUNTIME, cuda_hint(ex))  # no copy, and no CUDA call either: not traced, not "no copies"
     if not frames:
         empty = {f.name: pl.Int64 for f in S.MEMSET_FIELDS if wanted is None or f.name in wanted}
         return pl.LazyFrame(schema={**empty, "kind": pl.String, "copy_kind": pl.String, "name": pl.String})

@@ -83,6 +83,25 @@ def test_no_nvtx_still_reports_kernels():
     assert rows and {r["range"] for r in rows} == {""}
 
 
+@pytest.mark.parametrize(
+    "name, hint", [("no-cuda-trace", "was it captured with --trace=cuda"), ("empty", "CUDA was traced but no kernel ran")]
+)
+def test_memops_of_an_export_without_cuda_is_an_error_not_an_empty_table(name, hint):
+    """As every other view: no CUDA table at all is named, not reported as "no copies"."""
+    res = runner.invoke(app, ["report", str(FIXTURES / "bad-input" / f"{name}.sqlite"), "--view", "memops"])
+    assert res.exit_code == 1 and res.stdout == ""
+    assert res.stderr.startswith(f"Error: {FIXTURES / 'bad-input' / name}.sqlite: no CUPTI_ACTIVITY_KIND_RUNTIME table; {hint}")
+
+
+@pytest.mark.parametrize("by", ["", "device", "device,process,stream"])
+def test_no_nvtx_ranges_view_is_empty_not_damaged(by):
+    """An export without NVTX has no range to project: an empty table, not "is damaged"."""
+    args = ["report", str(FIXTURES / "bad-input" / "no-nvtx.sqlite"), "--view", "ranges", "-f", "json"]
+    res = runner.invoke(app, args + (["--by", by] if by else []))
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) == []
+
+
 def test_output_file_is_not_clobbered_on_error(tmp_path):
     out = tmp_path / "table.md"
     out.write_text("earlier report\n")
@@ -127,9 +146,40 @@ def test_version():
     ],
 )
 def test_views_by_device(view, header):
-    res = runner.invoke(app, ["report", str(MULTI), "--view", view, "--by", "device", "--min-gap", "1000"])
+    gap = ["--min-gap", "1000"] if view == "gaps" else []
+    res = runner.invoke(app, ["report", str(MULTI), "--view", view, "--by", "device", *gap])
     assert res.exit_code == 0, res.stderr
     assert res.stdout.startswith(header)
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["--min-gap", "5"], "--min-gap"),
+        (["--view", "ranges", "--min-gap", "5"], "--min-gap"),
+        (["--view", "api", "--include-memops"], "--include-memops"),
+        (["--view", "memops", "--nesting", "all"], "--nesting"),
+        (["--view", "ranges", "--names", "short"], "--names"),
+        (["--view", "gaps", "--names", "short"], "--names"),
+    ],
+)
+def test_an_option_of_another_view_is_refused_not_ignored(args, option):
+    res = runner.invoke(app, ["report", str(MULTI), *args])
+    assert res.exit_code == 2 and f"Invalid value for {option}: applies to --view" in res.stderr
+
+
+@pytest.mark.parametrize("option", ["--min-gap", "--scheduler"])
+def test_export_only_option_on_a_sweep_names_it(option):
+    res = runner.invoke(app, ["report", "--demo", option, "5" if option == "--min-gap" else "local:2"])
+    assert res.exit_code == 2 and f"{option} applies to exports, not sweep folders" in res.stderr
+
+
+@pytest.mark.parametrize("args", [["--format", "csv"], ["-f", "json"], ["--top", "3"]])
+def test_issue_comment_refuses_format_and_top_rather_than_ignoring_them(args, tmp_path):
+    res = runner.invoke(app, ["report", "--demo", "--issue", "--charts", str(tmp_path), *args])
+    option = "--format" if args[0] == "-f" else args[0]
+    assert res.exit_code == 2 and f"Invalid value for {option}: the issue comment is markdown, written whole" in res.stderr
+    assert not any(tmp_path.iterdir())  # refused before any chart is written
 
 
 def test_memops_one_row_per_device():
@@ -175,7 +225,7 @@ QUIET = Path(__file__).resolve().parents[1] / "reports" / "sweeps" / "20261129-1
 @pytest.mark.parametrize(
     "args, text",
     [
-        (["report", str(QUIET), "--range", "x*"], "--range apply to exports, not sweep folders"),
+        (["report", str(QUIET), "--range", "x*"], "--range applies to exports, not sweep folders"),
         (["report", str(QUIET), "--kernel", "x*", "--per-file"], "--kernel, --per-file apply to exports, not sweep folders"),
         (["report", "--demo", str(NEW)], "--demo reads the bundled sweep: give no paths with it"),
         (["report", str(NEW), "--charts", "c"], "--charts go with --issue"),

@@ -71,8 +71,22 @@ def test_exports_of_two_nsys_versions():
     assert a.keys == ["range", "kernel"] and a.clusters == ""
     assert compare.differences(a, b) == ["nsys: 2024.2.3.38 (base) against 2025.3.2.0 (new)"]
     table = compare.compare(a, b)
-    assert set(table["range"]) == {"torch/4096x768", "triton/4096x768", "cupy/4096x768"}
+    # The warm-up calls outside every range are compared too, under an empty range, as the report lists them.
+    assert set(table["range"]) == {"torch/4096x768", "triton/4096x768", "cupy/4096x768", ""}
     assert table.filter(pl.col("verdict").str.starts_with("only in")).is_empty()
+
+
+def test_exports_without_nvtx_are_compared_kernel_for_kernel():
+    """No NVTX at all: every kernel is outside a range; the comparison still has its rows."""
+    no_nvtx = FIXTURES / "bad-input" / "no-nvtx.sqlite"
+    res = runner.invoke(app, ["compare", str(no_nvtx), str(no_nvtx), "-f", "json", "--session-noise", "0"])
+    assert res.exit_code == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert {r["range"] for r in rows} == {""} and len(rows) == 5
+    assert {r["kernel"] for r in rows} >= {"reduce_kernel", "[CUDA memset]"}
+    assert {r["verdict"] for r in rows} == {"not distinguishable"}
+    res = runner.invoke(app, ["compare", str(no_nvtx), str(no_nvtx), "--session-noise", "0"])
+    assert "Rows: 5 not distinguishable." in res.stdout and "| (none) | reduce\\_kernel |" in res.stdout
 
 
 def test_cli_markdown_json_and_regression_gate(tmp_path):
