@@ -46,6 +46,7 @@ WINDOW_ROWS = 2_000_000  # rows of a table read at a time
 BUCKET_BYTES = 48 * 2**20  # rows of the large tables a piece holds, in bytes
 SPILL_BYTES = 128 * 2**20  # held in memory before buckets go to disk
 SLOTS = 64  # time slots per bucket of the ordered views' rows
+SLICE_BYTES = 16 * 2**20  # rows of an ordered view folded at a time (sorted and joined: a few copies)
 LARGE = (S.KERNEL, S.MEMCPY, S.MEMSET, S.RUNTIME, S.DRIVER)
 KEY = "correlation_id"
 
@@ -146,7 +147,7 @@ def _ordered(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.Data
     first, last, slots = time_slots(ex)
     slot = ((pl.col("start_ns") - first) * slots / (last - first + 1)).floor().cast(pl.Int64)
     sides = []
-    with Spill(slots, "_slot", SPILL_BYTES) as timed:
+    with Spill(slots, "_slot", SPILL_BYTES // 4) as timed:  # held beside the first store
         for trace in _pieces(ex, view, by, options):
             rows, side = module.split(views.read(view, trace, by, **options), by)
             rows = rows.with_columns(pl.col(pl.Categorical).cast(pl.String))  # IPC files: one dictionary each
@@ -156,7 +157,7 @@ def _ordered(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.Data
         if timed.flushes:
             timed.flush()
         state = None
-        for group in timed.groups(BUCKET_BYTES):
+        for group in timed.groups(SLICE_BYTES):
             rows = timed.take("rows", group).drop("_slot")
             state = module.window(rows, by, state, **views.window_options(view, options))
     return module.close(state, sides, by).collect()
@@ -164,8 +165,8 @@ def _ordered(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.Data
 
 def time_slots(ex: Export) -> tuple[int, int, int]:
     """The first and last start of the export's GPU operations (0, 0 without any), and how many
-    time slots to cut that span into: ``SLOTS`` per ``BUCKET_BYTES`` of rows (at most 64 bytes
-    an operation), so that slices of about that size can be formed even where work is dense."""
+    time slots to cut that span into: ``SLOTS`` per ``SLICE_BYTES`` of rows (at most 64 bytes
+    an operation, without names), so that slices of about that size form even where work is dense."""
     tables = [t for t in (S.KERNEL, S.MEMCPY, S.MEMSET) if ex.has(t)]
     if not tables:
         return 0, 0, 1
@@ -176,4 +177,4 @@ def time_slots(ex: Export) -> tuple[int, int, int]:
     if not starts:
         return 0, 0, 1
     ops = sum(r[2] for r in spans)
-    return min(r[0] for r in starts), max(r[1] for r in starts), SLOTS * max(1, -(-ops * 64 // BUCKET_BYTES))
+    return min(r[0] for r in starts), max(r[1] for r in starts), SLOTS * max(1, -(-ops * 64 // SLICE_BYTES))

@@ -80,7 +80,8 @@ def window(ops: pl.DataFrame, keys: Sequence[str], state, *, min_gap_ns: int = M
     start). The holder sorts before the slice's operations, so it closes the first gap."""
     found, held = state if state is not None else ([], None)
     ops = ops if held is None else pl.concat([held, ops], how="vertical_relaxed")
-    found.append(partial(ops.lazy(), keys, min_gap_ns=min_gap_ns).collect())
+    gaps = partial(ops.lazy(), keys, min_gap_ns=min_gap_ns)
+    found.append(gaps.with_columns(pl.col(pl.String).cast(pl.Categorical)).collect())  # names held once
     line = timeline(keys)
     ordered = ops.sort([*line, "start_ns", "end_ns"], nulls_last=True)
     busy = ordered.filter(pl.col("end_ns") == pl.col("end_ns").cum_max().over(line))

@@ -143,16 +143,17 @@ def _summed(instances: pl.LazyFrame, ancestors: pl.LazyFrame, keys: Sequence[str
 
 def split(pairs: pl.LazyFrame, keys: Sequence[str]) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """One piece's (operation, instance) pairs to be ordered by ``start_ns``, each launch's first
-    marked, and its instances' ancestry."""
+    marked, and its instances: their names, spans and ancestry."""
     first = pl.col("correlation_id").is_first_distinct().over([*keys, "range_instance"]).cast(pl.Int64)
-    return pairs.select(*keys, *INSTANCE, "start_ns", "end_ns", launches=first), ancestry(pairs)
+    rows = pairs.select(*keys, "range_instance", "start_ns", "end_ns", launches=first)
+    return rows, ancestry(pairs).join(pairs.select(INSTANCE).unique(), on="range_instance")
 
 
 def window(pairs: pl.DataFrame, keys: Sequence[str], state: pl.DataFrame | None) -> pl.DataFrame:
     """Per instance, the aggregates so far (``state``) merged with one slice's."""
     if state is not None and pairs.is_empty():
         return state
-    group = [*keys, *INSTANCE]
+    group = [*keys, "range_instance"]
     lazy = pairs.lazy()
     if state is not None:
         lazy = lazy.join(state.lazy().select(*group, covered="end_ns"), on=group, how="left", nulls_equal=True)
@@ -174,7 +175,8 @@ def window(pairs: pl.DataFrame, keys: Sequence[str], state: pl.DataFrame | None)
 def close(state: pl.DataFrame, sides: list[pl.DataFrame], keys: Sequence[str]) -> pl.LazyFrame:
     """The partial table from every slice's aggregates and every piece's ancestry."""
     ancestors = pl.concat(sides, how="vertical_relaxed").lazy().unique("range_instance")
-    return _summed(state.lazy(), ancestors, keys)
+    instances = state.lazy().join(ancestors.select(INSTANCE), on="range_instance")
+    return _summed(instances, ancestors, keys)
 
 
 def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
