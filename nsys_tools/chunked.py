@@ -152,8 +152,8 @@ def _ordered(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.Data
             rows, side = module.split(views.read(view, trace, by, **options), by)
             rows = rows.with_columns(pl.col(pl.Categorical).cast(pl.String))  # IPC files: one dictionary each
             timed.add("rows", rows.with_columns(_slot=slot.clip(0, slots - 1).fill_null(slots - 1)).collect())
-            if side is not None:
-                sides.append(side.collect())
+            if side is not None:  # the same rows from every piece that sees them: kept once
+                sides = [pl.concat([*sides, side.collect()], how="vertical_relaxed").unique()]
         if timed.flushes:
             timed.flush()
         state = None
