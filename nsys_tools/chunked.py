@@ -45,7 +45,7 @@ from .trace import Trace
 WINDOW_ROWS = 2_000_000  # rows of a table read at a time
 BUCKET_BYTES = 48 * 2**20  # rows of the large tables a piece holds, in bytes
 SPILL_BYTES = 128 * 2**20  # held in memory before buckets go to disk
-SLOTS = 64  # time slots per bucket of the ordered views' rows
+SLOTS = 4  # time slots per slice of the ordered views' rows (each flush to disk writes every slot)
 SLICE_BYTES = 16 * 2**20  # rows of an ordered view folded at a time (sorted and joined: a few copies)
 LARGE = (S.KERNEL, S.MEMCPY, S.MEMSET, S.RUNTIME, S.DRIVER)
 KEY = "correlation_id"

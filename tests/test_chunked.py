@@ -53,7 +53,7 @@ def tiny(monkeypatch):
     monkeypatch.setattr(chunked, "WINDOW_ROWS", 100)
     monkeypatch.setattr(chunked, "BUCKET_BYTES", 4096)
     monkeypatch.setattr(chunked, "SPILL_BYTES", 1024)
-    monkeypatch.setattr(chunked, "SLICE_BYTES", 4096)
+    monkeypatch.setattr(chunked, "SLICE_BYTES", 1024)
 
 
 def in_pieces(ex, view, by, options):
