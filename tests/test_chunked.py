@@ -48,7 +48,7 @@ CASES = (
 
 @pytest.fixture
 def tiny(monkeypatch):
-    """Windows of 100 rows, groups of 4 kB of rows, everything past 1 kB on disk: a bundled
+    """Windows of 100 rows, groups of 4 kB of rows, slices of 1 kB, everything past 1 kB on disk: a bundled
     export then crosses every boundary of the bounded path many times over."""
     monkeypatch.setattr(chunked, "WINDOW_ROWS", 100)
     monkeypatch.setattr(chunked, "BUCKET_BYTES", 4096)
