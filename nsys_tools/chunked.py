@@ -18,21 +18,26 @@ al., 1983):
    of several exports do.
 
 Attribution depends only on the launching call's thread and times, so no NVTX range is cut by a
-window or a bucket. Views whose partial needs all operations at once (``ranges``: intervals per
-range instance; ``gaps``: each timeline in order) read the export whole (``views.SPLITTABLE``).
-Peak memory is set by ``WINDOW_ROWS``, ``BUCKET_BYTES`` and ``SPILL_BYTES``, not by the export.
+window or a bucket. Views whose partial needs the operations in time order (``views.ORDERED``:
+``ranges``, the busy time of each range instance; ``gaps``, each timeline) run their ``read`` and
+``split`` per group of buckets instead, and the rows go to a second store, bucketed by start
+time into ``SLOTS`` consecutive slots of the operations' span: its groups of buckets are slices
+of the timeline in order, and the view's ``window`` folds them one after another, carrying what
+the next slice needs (a timeline's busy operation, an instance's last end), then ``close`` merges.
+Peak memory is set by ``WINDOW_ROWS``, ``BUCKET_BYTES`` and ``SPILL_BYTES``, not by the export
+(and, for ``ranges``, by the number of range instances that launch GPU work).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from . import schema as S
 from . import views
-from .export import Export
+from .export import Export, reading
 from .schema import Field
 from .spill import Spill
 from .trace import Trace
@@ -40,6 +45,8 @@ from .trace import Trace
 WINDOW_ROWS = 2_000_000  # rows of a table read at a time
 BUCKET_BYTES = 48 * 2**20  # rows of the large tables a piece holds, in bytes
 SPILL_BYTES = 128 * 2**20  # held in memory before buckets go to disk
+SLOTS = 4  # time slots per slice of the ordered views' rows (each flush to disk writes every slot)
+SLICE_BYTES = 16 * 2**20  # rows of an ordered view folded at a time (sorted and joined: a few copies)
 LARGE = (S.KERNEL, S.MEMCPY, S.MEMSET, S.RUNTIME, S.DRIVER)
 KEY = "correlation_id"
 
@@ -106,20 +113,68 @@ def bucket_count(ex: Export, reads: Iterable[Read]) -> int:
 def view_partial(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.DataFrame:
     """View ``view``'s partial table of ``ex`` (``views.partial``), in bounded memory when the
     view allows it."""
-    if view not in views.SPLITTABLE:
-        return views.partial(view, Trace(ex), by, **options).collect()
+    if view in views.SPLITTABLE:
+        pieces = [views.partial(view, trace, by, **options).collect() for trace in _pieces(ex, view, by, options)]
+        return pl.concat(pieces, how="diagonal_relaxed")
+    if view in views.ORDERED:
+        return _ordered(ex, view, by, options)
+    return views.partial(view, Trace(ex), by, **options).collect()
+
+
+def _pieces(ex: Export, view: str, by: Sequence[str], options: dict) -> Iterator[Trace]:
+    """``ex`` as traces whose large tables hold one group of buckets each (split by launch)."""
     memo: dict = {}
     whole = dict(path=ex.path, source=ex.source, tables=ex.tables, window=(0, 1), memo=memo)
     dry = _DryRun(**whole)
-    views.partial(view, Trace(dry), by, **options).collect()
+    if view in views.ORDERED:  # its partial needs typed columns; its reads are all in ``read``
+        views.read(view, Trace(dry), by, **options).collect()
+    else:
+        views.partial(view, Trace(dry), by, **options).collect()
     with Spill(bucket_count(ex, dry.reads), KEY, SPILL_BYTES) as spill:
         for (table, fields, where), stream in dry.reads.items():
             for window in ex.windows([table], WINDOW_ROWS):
                 spill.add(stream, window.select(table, fields, where).collect())
         if spill.flushes:  # past the budget: the rest goes to disk too, the pieces need the memory
             spill.flush()
-        pieces = []
         for group in spill.groups(BUCKET_BYTES):
-            piece = _Piece(**whole, spill=spill, streams=dry.reads, group=tuple(group))
-            pieces.append(views.partial(view, Trace(piece), by, **options).collect())
-    return pl.concat(pieces, how="diagonal_relaxed")
+            yield Trace(_Piece(**whole, spill=spill, streams=dry.reads, group=tuple(group)))
+
+
+def _ordered(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.DataFrame:
+    """The partial table of a view of ``views.ORDERED``: its rows split by launch, then folded
+    slice by slice in order of start time."""
+    module = views.get(view)
+    first, last, slots = time_slots(ex)
+    slot = ((pl.col("start_ns") - first) * slots / (last - first + 1)).floor().cast(pl.Int64)
+    sides = []
+    with Spill(slots, "_slot", SPILL_BYTES // 4) as timed:  # held beside the first store
+        for trace in _pieces(ex, view, by, options):
+            rows, side = module.split(views.read(view, trace, by, **options), by)
+            rows = rows.with_columns(pl.col(pl.Categorical).cast(pl.String))  # IPC files: one dictionary each
+            timed.add("rows", rows.with_columns(_slot=slot.clip(0, slots - 1).fill_null(slots - 1)).collect())
+            if side is not None:  # the same rows from every piece that sees them: kept once
+                sides = [pl.concat([*sides, side.collect()], how="vertical_relaxed").unique()]
+        if timed.flushes:
+            timed.flush()
+        state = None
+        for group in timed.groups(SLICE_BYTES):
+            rows = timed.take("rows", group).drop("_slot")
+            state = module.window(rows, by, state, **views.window_options(view, options))
+    return module.close(state, sides, by).collect()
+
+
+def time_slots(ex: Export) -> tuple[int, int, int]:
+    """The first and last start of the export's GPU operations (0, 0 without any), and how many
+    time slots to cut that span into: ``SLOTS`` per ``SLICE_BYTES`` of rows (at most 64 bytes
+    an operation, without names), so that slices of about that size form even where work is dense."""
+    tables = [t for t in (S.KERNEL, S.MEMCPY, S.MEMSET) if ex.has(t)]
+    if not tables:
+        return 0, 0, 1
+    sql = " UNION ALL ".join(f'SELECT MIN("start"), MAX("start"), coalesce(MAX(rowid), 0) FROM {t}' for t in tables)
+    with reading(ex.source), ex.connect() as con:
+        spans = con.execute(sql).fetchall()
+    starts = [r for r in spans if r[0] is not None]
+    if not starts:
+        return 0, 0, 1
+    ops = sum(r[2] for r in spans)
+    return min(r[0] for r in starts), max(r[1] for r in starts), SLOTS * max(1, -(-ops * 64 // SLICE_BYTES))

@@ -46,7 +46,8 @@ class Spill:
     def add(self, stream: str, df: pl.DataFrame) -> None:
         """Split ``df`` into buckets (rows with a null key go to bucket 0; a frame without the
         key column is spread evenly: its rows need not meet any other's) and keep the pieces."""
-        self.schemas.setdefault(stream, df.schema)
+        if df.height or stream not in self.schemas:  # an empty frame's columns may be untyped
+            self.schemas[stream] = df.schema
         if self.key in df.columns:
             bucket = (pl.col(self.key) % self.buckets).fill_null(0).alias("_bucket")
         else:

@@ -26,27 +26,34 @@ EXPORTS = {
     "multi-gpu": FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite",
     "doubled-launch": FIXTURES / "doubled-launch" / "doubled-launch.sqlite",
 }
-# Every bundled kind of export with the default kernels view; every splittable view and --by
-# on the two that differ most (one process and GPU; two of each, launches recorded twice).
-CASES = [(name, "kernels", (), {}) for name in EXPORTS] + [
-    (name, view, by, options)
-    for name in ("fixture-2025.3", "doubled-launch")
-    for view, by, options in [
-        ("kernels", ("device", "stream"), {"include_memops": True, "names": "short"}),
-        ("kernels", ("process",), {"nesting": "all"}),
-        ("api", ("device",), {}),
-        ("memops", ("process",), {}),
+# Every bundled kind of export with the default kernels view and the two ordered views (whole
+# devices, and each stream with every gap); every splittable view and --by on the two that differ
+# most (one process and GPU; two of each, launches recorded twice).
+ORDERED = [("ranges", (), {}), ("ranges", ("device",), {}), ("gaps", (), {}), ("gaps", ("stream",), {"min_gap_ns": 0})]
+CASES = (
+    [(name, "kernels", (), {}) for name in EXPORTS]
+    + [(name, *case) for name in EXPORTS for case in ORDERED]
+    + [
+        (name, view, by, options)
+        for name in ("fixture-2025.3", "doubled-launch")
+        for view, by, options in [
+            ("kernels", ("device", "stream"), {"include_memops": True, "names": "short"}),
+            ("kernels", ("process",), {"nesting": "all"}),
+            ("api", ("device",), {}),
+            ("memops", ("process",), {}),
+        ]
     ]
-]
+)
 
 
 @pytest.fixture
 def tiny(monkeypatch):
-    """Windows of 100 rows, groups of 4 kB of rows, everything past 1 kB on disk: a bundled
+    """Windows of 100 rows, groups of 4 kB of rows, slices of 1 kB, everything past 1 kB on disk: a bundled
     export then crosses every boundary of the bounded path many times over."""
     monkeypatch.setattr(chunked, "WINDOW_ROWS", 100)
     monkeypatch.setattr(chunked, "BUCKET_BYTES", 4096)
     monkeypatch.setattr(chunked, "SPILL_BYTES", 1024)
+    monkeypatch.setattr(chunked, "SLICE_BYTES", 1024)
 
 
 def in_pieces(ex, view, by, options):
@@ -84,10 +91,70 @@ def test_pieces_and_spill_files_are_used(tiny, monkeypatch):
     assert seen["groups"] > 5 and seen["flushes"] > 5
 
 
-def test_views_that_need_every_operation_read_whole(tiny):
-    ex = open_export(SRC)
-    assert "ranges" not in views.SPLITTABLE and "gaps" not in views.SPLITTABLE
-    assert_frame_equal(in_pieces(ex, "ranges", (), {}), whole(ex, "ranges", (), {}))
+def test_ordered_views_are_folded_in_slices(tiny, monkeypatch):
+    """The ordered views' rows go through many slices of time, each carrying the last."""
+    assert set(views.ORDERED) == {"ranges", "gaps"} and not set(views.ORDERED) & set(views.SPLITTABLE)
+    folds = {"ranges": 0, "gaps": 0}
+    for view in folds:
+        module = views.get(view)
+        fold = module.window
+
+        def count(rows, keys, state, *, _fold=fold, _view=view, **options):
+            folds[_view] += rows.height > 0
+            return _fold(rows, keys, state, **options)
+
+        monkeypatch.setattr(module, "window", count)
+        in_pieces(open_export(SRC), view, (), {})
+    assert folds["ranges"] >= 3 and folds["gaps"] > 5
+
+
+def test_a_gap_across_slices_is_the_gap_of_the_whole(monkeypatch):
+    """Two slices of one timeline: the first gap of the second is closed by the operation that
+    held the timeline busy in the first, even when a later one there ended sooner."""
+    gaps = views.get("gaps")
+    ops = pl.DataFrame(
+        {
+            "gpu_id": [0] * 5,
+            "gpu_name": ["G"] * 5,
+            "start_ns": [0, 10, 20, 1_000, 5_000],
+            "end_ns": [500, 30, 40, 1_200, 5_100],
+            "name": ["a", "b", "c", "d", "e"],
+            "range": ["r"] * 5,
+            "stream_id": [1, 2, 3, 1, 1],
+        }
+    )
+    expected = gaps.partial(ops.lazy(), [], min_gap_ns=100).collect().sort("gap_start_ns")
+    state = gaps.window(ops[:3], [], None, min_gap_ns=100)
+    state = gaps.window(ops[3:], [], state, min_gap_ns=100)
+    got = gaps.close(state, [], []).collect().sort("gap_start_ns").with_columns(pl.col(pl.Categorical).cast(pl.String))
+    assert_frame_equal(got, expected)
+    assert got["before"].to_list() == ["a", "d"] and got["gap_ns"].to_list() == [500, 3_800]
+
+
+def test_busy_time_across_slices_is_the_union_of_the_whole():
+    """An instance's operations overlap across a slice boundary: its busy time counts the overlap once."""
+    ranges = views.get("ranges")
+    pairs = pl.DataFrame(
+        {
+            "range_instance": pl.Series([7] * 4, dtype=pl.UInt32),
+            "domain": [""] * 4,
+            "range": ["r"] * 4,
+            "style": ["pushpop"] * 4,
+            "range_start_ns": [0] * 4,
+            "range_end_ns": [10_000] * 4,
+            "global_pid": [1] * 4,
+            "correlation_id": [1, 2, 2, 3],
+            "start_ns": [0, 100, 150, 400],
+            "end_ns": [300, 200, 350, 500],
+        }
+    )
+    rows, side = ranges.split(pairs.lazy(), [])
+    rows = rows.collect()
+    state = ranges.window(rows[:2], [], None)
+    state = ranges.window(rows[2:], [], state)
+    got = ranges.close(state, [side.collect()], []).collect()
+    assert_frame_equal(got, ranges.partial(pairs.lazy(), []).collect(), check_column_order=False)
+    assert state["busy_ns"].to_list() == [450] and state["ops"].to_list() == [3]
 
 
 def test_launches_outside_the_name_filter_are_found(tiny, fixture_copy):

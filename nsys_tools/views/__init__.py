@@ -40,6 +40,10 @@ NAMES = ("kernels", "ranges", "api", "memops", "gaps")
 # Views whose partial of any subset of the operations (with their launch calls) merges with the
 # others' into the partial of all: ``chunked.py`` reads them a piece at a time.
 SPLITTABLE = ("kernels", "api", "memops")
+# Views whose partial needs the operations in order of start time: ``chunked.py`` reads them as
+# pieces split by launch (each view's ``split``), then as slices in time order (``window``,
+# carrying what a slice needs of the earlier ones), then merges (``close``).
+ORDERED = ("ranges", "gaps")
 
 # The --by keys and the columns each adds. A stream id is unique only within a process on one
 # device, so the stream key carries both.
@@ -77,8 +81,18 @@ def partial(name: str, trace: Trace, by: Sequence[str], **options) -> pl.LazyFra
     unknown = set(options) - {*_options(view.read), *_options(view.partial)}
     if unknown:
         raise TypeError(f"view {name} takes no option {sorted(unknown)[0]!r}")
-    frame = view.read(trace, by, **{k: v for k, v in options.items() if k in _options(view.read)})
-    return view.partial(frame, by, **{k: v for k, v in options.items() if k in _options(view.partial)})
+    return view.partial(read(name, trace, by, **options), by, **window_options(name, options))
+
+
+def read(name: str, trace: Trace, by: Sequence[str], **options) -> pl.LazyFrame:
+    """View ``name``'s frame of one trace (its ``read``), with the options that step takes."""
+    view = get(name)
+    return view.read(trace, by, **{k: v for k, v in options.items() if k in _options(view.read)})
+
+
+def window_options(name: str, options: dict) -> dict:
+    """The options of view ``name`` that its ``partial`` (and ``window``) takes."""
+    return {k: v for k, v in options.items() if k in _options(get(name).partial)}
 
 
 def finalize(name: str, partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:

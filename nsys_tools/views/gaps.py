@@ -5,6 +5,10 @@ Each gap names what ran before it (the operation that finished last) and after i
 start), with their NVTX ranges and streams, so a gap can be traced to the code around it.
 Kernels and memory operations both count as work. nsys has no such report; its expert rule
 ``gpu_gaps`` finds the same intervals on each device with a default threshold of 500 ms.
+
+An export of any size is read as slices of its operations in order of start time (``chunked.py``,
+``split``, ``window`` and ``close``): each slice carries over, per timeline, the operation that
+held it busy last, so the gap that opens a slice is the one the whole timeline has there.
 """
 
 from __future__ import annotations
@@ -63,6 +67,30 @@ def partial(ops: pl.LazyFrame, keys: Sequence[str], *, min_gap_ns: int = MIN_GAP
         after_range="range",
         after_stream="stream_id",
     )
+
+
+def split(ops: pl.LazyFrame, keys: Sequence[str]) -> tuple[pl.LazyFrame, None]:
+    """One piece of the operations: its rows to be ordered by ``start_ns``, and nothing else."""
+    return ops, None
+
+
+def window(ops: pl.DataFrame, keys: Sequence[str], state, *, min_gap_ns: int = MIN_GAP_NS):
+    """The gaps of one slice of the operations, which all start after the previous slices':
+    ``state`` is (the gaps so far, the operation holding each timeline busy at the slice's
+    start). The holder sorts before the slice's operations, so it closes the first gap."""
+    found, held = state if state is not None else ([], None)
+    ops = ops if held is None else pl.concat([held, ops], how="vertical_relaxed")
+    gaps = partial(ops.lazy(), keys, min_gap_ns=min_gap_ns)
+    found.append(gaps.with_columns(pl.col(pl.String).cast(pl.Categorical)).collect())  # names held once
+    line = timeline(keys)
+    ordered = ops.sort([*line, "start_ns", "end_ns"], nulls_last=True)
+    busy = ordered.filter(pl.col("end_ns") == pl.col("end_ns").cum_max().over(line))
+    return found, busy.group_by(line, maintain_order=True).last().select(ops.columns)
+
+
+def close(state, sides, keys: Sequence[str]) -> pl.LazyFrame:
+    """The partial table of all slices."""
+    return pl.concat(state[0], how="diagonal_relaxed").lazy()
 
 
 def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:

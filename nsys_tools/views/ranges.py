@@ -56,17 +56,22 @@ def read(trace, by: Sequence[str]) -> pl.LazyFrame:
     )
 
 
-def union_ns(start: str = "start_ns", end: str = "end_ns") -> pl.Expr:
-    """In an aggregation: the length of the union of the group's intervals."""
+def union_ns(start: str = "start_ns", end: str = "end_ns", covered: str | None = None) -> pl.Expr:
+    """In an aggregation: the length of the union of the group's intervals, less what column
+    ``covered`` (the end of the union of earlier intervals, all starting before these) covers.
+    Sorted with sort/sort_by rather than a gather, which Polars types as null for an empty group."""
     s, e = pl.col(start).sort(), pl.col(end).sort_by(start)
-    covered = e.cum_max().shift(1)
-    return (e - pl.max_horizontal(s, covered)).clip(lower_bound=0).sum()
+    before = e.cum_max().shift(1)
+    if covered is not None:
+        before = pl.max_horizontal(before, pl.col(covered).first())
+    return (e - pl.max_horizontal(s, before)).clip(lower_bound=0).sum()
 
 
-def nesting(pairs: pl.LazyFrame) -> pl.LazyFrame:
-    """Per range instance: ``level``, the instances that enclose it, and ``children``, those it
-    directly encloses. An instance's ancestors all enclose each launch call it encloses, so
-    one call per instance finds them: the instances around that call that also span it."""
+def ancestry(pairs: pl.LazyFrame) -> pl.LazyFrame:
+    """Per range instance: ``level``, the number of instances that enclose it, and ``parent``,
+    the innermost of them (null at the top). An instance's ancestors all enclose each launch
+    call it encloses, so one call per instance finds them (any one: pieces of the operations
+    split by launch give the same answer): the instances around that call that also span it."""
     spans = pairs.select("range_instance", "range_start_ns", "range_end_ns", *LAUNCH).unique()
     one_call = spans.group_by("range_instance").agg(pl.all().sort_by("correlation_id").first())
     around = (
@@ -85,29 +90,93 @@ def nesting(pairs: pl.LazyFrame) -> pl.LazyFrame:
         .select("range_instance", "range_instance_outer", "range_start_ns_outer", "range_end_ns_outer")
     )
     level = around.group_by("range_instance").agg(level=pl.len().cast(pl.Int64))
-    parent = around.sort(["range_start_ns_outer", "range_end_ns_outer"], descending=[True, False]).unique(
-        "range_instance", keep="first"
+    innermost = ["range_start_ns_outer", "range_end_ns_outer", "range_instance_outer"]
+    parent = (
+        around.sort(innermost, descending=[True, False, True])
+        .unique("range_instance", keep="first", maintain_order=True)
+        .select("range_instance", parent="range_instance_outer")
     )
-    children = parent.group_by(range_instance="range_instance_outer").agg(children=pl.len().cast(pl.Int64))
     return (
         spans.select("range_instance")
         .unique()
         .join(level, on="range_instance", how="left")
+        .join(parent, on="range_instance", how="left")
+        .with_columns(pl.col("level").fill_null(0))
+    )
+
+
+def nesting(ancestors: pl.LazyFrame) -> pl.LazyFrame:
+    """Per range instance (``ancestry``): ``level`` and ``children``, the instances it directly
+    encloses."""
+    children = ancestors.group_by(range_instance="parent").agg(children=pl.len().cast(pl.Int64))
+    return (
+        ancestors.select("range_instance", "level")
         .join(children, on="range_instance", how="left")
-        .with_columns(pl.col("level", "children").fill_null(0))
+        .with_columns(pl.col("children").fill_null(0))
     )
 
 
 def partial(pairs: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
     instances = pairs.group_by([*keys, *INSTANCE]).agg(
-        proj_ns=pl.col("end_ns").max() - pl.col("start_ns").min(),
+        start_ns=pl.col("start_ns").min(),
+        end_ns=pl.col("end_ns").max(),
         busy_ns=union_ns(),
         ops=pl.col("correlation_id").n_unique().cast(pl.Int64),
     )
-    instances = instances.with_columns(range_ns=pl.col("range_end_ns") - pl.col("range_start_ns")).join(
-        nesting(pairs), on="range_instance", how="left"
-    )
+    return _summed(instances, ancestry(pairs), keys)
+
+
+def _summed(instances: pl.LazyFrame, ancestors: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
+    """The partial table from each instance's first start, last end, busy time and operations."""
+    instances = instances.with_columns(
+        proj_ns=pl.col("end_ns") - pl.col("start_ns"), range_ns=pl.col("range_end_ns") - pl.col("range_start_ns")
+    ).join(nesting(ancestors), on="range_instance", how="left")
     return metrics.partial(instances, [*keys, *NAME], list(MEASURED), list(SUMMED))
+
+
+# An export of any size is read as pieces split by launch, then as slices in order of start time
+# (``chunked.py``). Each instance's first start, last end and operations merge directly (an
+# operation is counted where its launch is first seen, in its piece); its busy time is summed
+# slice by slice, each slice's union less what the instance's earlier slices covered (their last
+# end), which is exact because every slice's operations start after the earlier slices'.
+
+
+def split(pairs: pl.LazyFrame, keys: Sequence[str]) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """One piece's (operation, instance) pairs to be ordered by ``start_ns``, each launch's first
+    marked, and its instances: their names, spans and ancestry."""
+    first = pl.col("correlation_id").is_first_distinct().over([*keys, "range_instance"]).cast(pl.Int64)
+    rows = pairs.select(*keys, "range_instance", "start_ns", "end_ns", launches=first)
+    return rows, ancestry(pairs).join(pairs.select(INSTANCE).unique(), on="range_instance")
+
+
+def window(pairs: pl.DataFrame, keys: Sequence[str], state: pl.DataFrame | None) -> pl.DataFrame:
+    """Per instance, the aggregates so far (``state``) merged with one slice's."""
+    if state is not None and pairs.is_empty():
+        return state
+    group = [*keys, "range_instance"]
+    lazy = pairs.lazy()
+    if state is not None:
+        lazy = lazy.join(state.lazy().select(*group, covered="end_ns"), on=group, how="left", nulls_equal=True)
+    part = lazy.group_by(group).agg(
+        start_ns=pl.col("start_ns").min(),
+        end_ns=pl.col("end_ns").max(),
+        busy_ns=union_ns(covered=None if state is None else "covered"),
+        ops=pl.col("launches").sum().cast(pl.Int64),
+    )
+    if state is not None:
+        part = (
+            pl.concat([state.lazy(), part], how="vertical_relaxed")
+            .group_by(group)
+            .agg(pl.col("start_ns").min(), pl.col("end_ns").max(), pl.col("busy_ns", "ops").sum())
+        )
+    return part.collect()
+
+
+def close(state: pl.DataFrame, sides: list[pl.DataFrame], keys: Sequence[str]) -> pl.LazyFrame:
+    """The partial table from every slice's aggregates and every piece's ancestry."""
+    ancestors = pl.concat(sides, how="vertical_relaxed").lazy().unique("range_instance")
+    instances = state.lazy().join(ancestors.select(INSTANCE), on="range_instance")
+    return _summed(instances, ancestors, keys)
 
 
 def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
