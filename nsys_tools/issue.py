@@ -110,10 +110,8 @@ def _header(sweep: Sweep, summ: pl.DataFrame) -> str:
         how = f"captured with `nsys-tools capture run` from `{' '.join(spec.get('program', []))[:120]}`, {rounds} rounds"
     else:
         how = f"{spec.get('rounds')} rounds × {spec.get('iters')} iterations per implementation, order rotated each round"
-    entries = {**m.get("shapes", {}), **m.get("captures", {})}
-    planned = dict.fromkeys([*(spec.get("shapes") or []), *entries])
-    missing = [f"{u} ({entries.get(u, {}).get('status') or 'not started'})" for u in planned if u not in sweep.units]
-    gaps = f" · not captured, see manifest.json: {', '.join(missing)}" if missing else ""
+    missing = ", ".join(f"{u} ({status})" for u, status in sweep.not_captured.items())
+    gaps = f" · not captured, see manifest.json: {missing}" if missing else ""
     return (
         f"GPU: {gpu}, driver {driver} · Nsight Systems {nsys} · commit `{commit}` · {when} UTC · L2: {l2} · "
         f"Outputs: {outputs} · {how} · sweep `{sweep.id}`" + (f" · {stack}" if stack else "") + gaps

@@ -54,6 +54,18 @@ class Sweep:
         return self.manifest.get("kind", "sweep")
 
     @property
+    def entries(self) -> dict[str, dict]:
+        """The manifest's record of every capture unit, completed or not."""
+        return {k: e for key in ("shapes", "captures") for k, e in self.manifest.get(key, {}).items()}
+
+    @property
+    def not_captured(self) -> dict[str, str]:
+        """Units the spec asked for, or the manifest records, that have no completed capture:
+        unit -> its status ("failed", "running" for one stopped mid-way, "not started")."""
+        planned = dict.fromkeys([*(self.spec.get("shapes") or []), *self.entries])
+        return {u: self.entries.get(u, {}).get("status") or "not started" for u in planned if u not in self.units}
+
+    @property
     def control(self) -> str:
         """The implementation the others are compared with, or "" when none was named."""
         return self.spec.get("control") or ""
@@ -198,9 +210,9 @@ def load(path: str | Path) -> Sweep:
             "is not a sweep manifest (a JSON object with a shapes or captures object)",
             "pass a folder written by nsys-tools capture sweep or capture run",
         )
-    entries = {k: e for x in sections for k, e in x.items()}
-    units = [u for u, e in entries.items() if e.get("status") == "ok" and (root / f"{u}.sqlite").exists()]
-    return Sweep(root, manifest, units)
+    sweep = Sweep(root, manifest)
+    sweep.units = [u for u, e in sweep.entries.items() if e.get("status") == "ok" and (root / f"{u}.sqlite").exists()]
+    return sweep
 
 
 def implementations(sweep: Sweep, keys: pl.DataFrame) -> pl.DataFrame:
