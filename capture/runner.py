@@ -162,16 +162,21 @@ class CaptureRunner:
         if path.exists() and not self.resume:
             raise CaptureError(path, "this folder already holds a capture", "pass --resume to finish it, or choose a new --out")
         previous = json.loads(path.read_text()) if path.exists() else {}
+        git = {"commit": self.commit, "dirty": None} if self.commit else commit_info()
+        units = previous.get(self.units_key, {})
+        earlier = (previous.get("git") or {}).get("commit")
+        for entry in units.values():  # a resumed folder keeps the build of each unit made before
+            entry.setdefault("commit", earlier)
         self.manifest = {
             "id": self.out.name,
             "kind": self.kind,
             "created_utc": previous.get("created_utc") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "command": self.argv,
             "spec": self.spec(),
-            "git": {"commit": self.commit, "dirty": None} if self.commit else commit_info(),
+            "git": git,
             "nsys": {"version": nsys_version(self.nsys), "options": [*NSYS_TRACE, NSYS_RANGE[0]]},
             "range_format": RANGE_FORMAT,
-            self.units_key: previous.get(self.units_key, {}),
+            self.units_key: units,
         }
 
     def save(self) -> None:
@@ -239,7 +244,7 @@ class CaptureRunner:
                     if self.resume and self._done(unit):
                         self.progress(unit, "skipped", {"reason": "complete in an earlier run"})
                         continue
-                    entry = entries[unit] = {"status": "running"}
+                    entry = entries[unit] = {"status": "running", "commit": self.manifest["git"]["commit"]}
                     if not self.plan(unit, entry):
                         entry["status"] = "skipped"
                         self.progress(unit, "skipped", entry)

@@ -87,7 +87,11 @@ def _header(sweep: Sweep, summ: pl.DataFrame) -> str:
     gpu = sweep.gpu or "unknown GPU"
     driver = m.get("gpu_before", {}).get("driver_version", "unknown")
     nsys = m.get("nsys", {}).get("version", "unknown").replace("NVIDIA Nsight Systems version ", "")
-    commit = (m.get("git", {}).get("commit") or "unknown")[:10]
+    builds = sweep.commits
+    if len(builds) > 1:
+        commit = "commits " + ", ".join(f"`{c[:10]}` ({', '.join(units)})" for c, units in builds.items())
+    else:
+        commit = f"commit `{(next(iter(builds), None) or m.get('git', {}).get('commit') or 'unknown')[:10]}`"
     when = (m.get("created_utc") or "")[:16].replace("T", " ")
     modes = sorted(set(summ["l2"].drop_nulls())) or [spec.get("l2", "cold")]
     if sweep.kind == "run":
@@ -113,7 +117,7 @@ def _header(sweep: Sweep, summ: pl.DataFrame) -> str:
     missing = ", ".join(f"{u} ({status})" for u, status in sweep.not_captured.items())
     gaps = f" · not captured, see manifest.json: {missing}" if missing else ""
     return (
-        f"GPU: {gpu}, driver {driver} · Nsight Systems {nsys} · commit `{commit}` · {when} UTC · L2: {l2} · "
+        f"GPU: {gpu}, driver {driver} · Nsight Systems {nsys} · {commit} · {when} UTC · L2: {l2} · "
         f"Outputs: {outputs} · {how} · sweep `{sweep.id}`" + (f" · {stack}" if stack else "") + gaps
     )
 

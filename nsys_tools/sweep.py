@@ -66,6 +66,17 @@ class Sweep:
         return {u: self.entries.get(u, {}).get("status") or "not started" for u in planned if u not in self.units}
 
     @property
+    def commits(self) -> dict[str, list[str]]:
+        """Build -> the completed units captured with it. One build, unless the folder was
+        finished with ``--resume`` at another; units recorded before builds were kept per unit
+        belong to the manifest's build."""
+        default = (self.manifest.get("git") or {}).get("commit") or "unknown"
+        out: dict[str, list[str]] = {}
+        for unit in self.units:
+            out.setdefault(self.entries.get(unit, {}).get("commit") or default, []).append(unit)
+        return out
+
+    @property
     def control(self) -> str:
         """The implementation the others are compared with, or "" when none was named."""
         return self.spec.get("control") or ""

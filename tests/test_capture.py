@@ -121,9 +121,21 @@ def test_sweep_records_failures_and_resumes(fake_nsys, tmp_path, monkeypatch):
     stages.clear()
     before = (out / "4096x768.sqlite").stat().st_mtime_ns
     manifest = SweepRunner(
-        SweepSpec(outputs="rotate"), out, nsys=fake_nsys, resume=True, progress=lambda s, st, d: stages.append((s, st))
+        SweepSpec(outputs="rotate"),
+        out,
+        nsys=fake_nsys,
+        resume=True,
+        progress=lambda s, st, d: stages.append((s, st)),
+        commit="def",
     ).run()
     assert {s: e["status"] for s, e in manifest["shapes"].items()} == dict.fromkeys(status, "ok")
+    # Finished at another build: each shape keeps the build it was captured with, and the header says so.
+    assert {s: e["commit"] for s, e in manifest["shapes"].items()} == {**dict.fromkeys(status, "abc"), "1024x2048": "def"}
+    assert sweep_reader.load(out).commits == {"abc": ["4096x768", "8192x768", "4096x4096"], "def": ["1024x2048"]}
+    from nsys_tools import issue
+
+    header = issue.compose(sweep_reader.load(out), None, None).markdown
+    assert "commits `abc` (4096x768, 8192x768, 4096x4096), `def` (1024x2048)" in header
     assert ("4096x768", "skipped") in stages and ("1024x2048", "ok") in stages
     assert (out / "4096x768.sqlite").stat().st_mtime_ns == before
     summary = sweep_reader.summary(sweep_reader.load(out))
