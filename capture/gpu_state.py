@@ -60,9 +60,9 @@ def smi_snapshot(index: str | int | None = None) -> dict[str, object]:
 class ClockSampler:
     """Samples the GPU (by CUDA device UUID, or NVML index) on a background thread, tagging each
     sample with the current phase. ``samples()`` returns columns: t_s, phase, sm_mhz, mem_mhz, util_gpu,
-    util_mem, power_w, temp_c."""
+    util_mem, power_w, temp_c, reasons (NVML's clock-event reason bits; -1 where NVML gives none)."""
 
-    COLUMNS = ("t_s", "phase", "sm_mhz", "mem_mhz", "util_gpu", "util_mem", "power_w", "temp_c")
+    COLUMNS = ("t_s", "phase", "sm_mhz", "mem_mhz", "util_gpu", "util_mem", "power_w", "temp_c", "reasons")
 
     def __init__(self, uuid: object, interval_s: float = 0.005):
         self.interval_s = interval_s
@@ -77,6 +77,9 @@ class ClockSampler:
             pynvml.nvmlInit()
             self._nvml = pynvml
             self._handle = self._find(pynvml, str(uuid))
+            self._reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+                pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+            )
         except Exception as exc:  # no NVML: the run goes on without samples
             self._nvml = None
             self.error = f"NVML unavailable: {type(exc).__name__}: {exc}"
@@ -109,8 +112,15 @@ class ClockSampler:
                 util.memory,
                 nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
                 nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
+                self._reason_bits(),
             )
         )
+
+    def _reason_bits(self) -> int:
+        try:
+            return int(self._reasons(self._handle)) if self._reasons else -1
+        except Exception:  # not supported on this GPU or driver
+            return -1
 
     def _loop(self) -> None:
         t0 = time.perf_counter()

@@ -8,7 +8,10 @@ through the ``nsys_tools.ops`` entry points, others through ``--plugin FILE_OR_M
   1. setup: one set of buffers per rotation slot (outputs per slot or one per shape, by the
      output policy), each implementation's launchers, and a correctness check of every
      implementation against the op's float64 reference (outputs poisoned first);
-  2. warm-up: ``--warmup`` calls of each implementation, untraced;
+  2. warm-up: ``--warmup`` calls of each implementation, untraced; then, with ``--settle S``,
+     calls of every implementation in turn for S seconds more, so that a compute-bound op is
+     measured at the clock its own power draw holds the GPU to, not at the faster clock of a
+     cool GPU that only the first round would see;
   3. trace: between cudaProfilerStart and cudaProfilerStop (``nsys profile
      --capture-range=cudaProfilerApi``), R rounds; in each round every implementation runs I
      calls inside one NVTX range, the order rotated by one each round;
@@ -177,16 +180,22 @@ def run(args: argparse.Namespace) -> dict:
         for _ in range(args.warmup):
             call(name)
     torch.cuda.synchronize()
-    t_warm = time.perf_counter()
 
     sampler = ClockSampler(props.uuid, interval_s=args.sample_interval)
     others_before = sampler.other_processes()
     sampler.start()
+    sampler.phase("settle")
+    settle_until = time.perf_counter() + args.settle
+    while time.perf_counter() < settle_until:
+        for name in names:
+            call(name)
+        torch.cuda.synchronize()
+    t_warm = time.perf_counter()
     sampler.phase("trace")
     torch.cuda.profiler.start()
     for rnd in range(args.rounds):
         for name in rotated(names, rnd):
-            torch.cuda.nvtx.range_push(range_name(op.name, name, shape_text, args.l2, rnd))
+            torch.cuda.nvtx.range_push(range_name(op.name, name, shape_text, args.l2, rnd, args.iters))
             for _ in range(args.iters):
                 call(name)
             torch.cuda.nvtx.range_pop()
@@ -224,6 +233,7 @@ def run(args: argparse.Namespace) -> dict:
         "rounds": args.rounds,
         "iters": args.iters,
         "warmup": args.warmup,
+        "settle_s": args.settle,
         "seed": args.seed,
         "impls": [i.name for i in impls],
         "implementations": {i.name: describe(op, i, shape, args.outputs) for i in impls},
@@ -260,6 +270,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--iters", type=int, default=100)
     p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--settle", type=float, default=0.0, help="seconds of untraced calls after the warm-up")
     p.add_argument("--l2", choices=L2_MODES, default="cold")
     p.add_argument("--outputs", choices=OUTPUT_POLICIES, default="rotate")
     p.add_argument("--seed", type=int, default=0)

@@ -43,6 +43,7 @@ class SweepSpec:
     rounds: int = 3
     iters: int = 100
     warmup: int = 20
+    settle: float = 0.0
     l2: str = "cold"
     outputs: str = DEFAULT_OUTPUTS
 
@@ -63,8 +64,8 @@ class SweepSpec:
             raise UsageError(
                 None, f"control {self.control!r} is not among --impls", "add it to --impls, or name another --control"
             )
-        if min(self.rounds, self.iters) < 1 or self.warmup < 0:
-            raise UsageError(None, "rounds and iters must be at least 1, warmup at least 0")
+        if min(self.rounds, self.iters) < 1 or self.warmup < 0 or not 0 <= self.settle <= 600:
+            raise UsageError(None, "rounds and iters must be at least 1, warmup at least 0, settle 0 to 600 seconds")
         if self.l2 not in L2_MODES:
             raise UsageError(None, f"unknown L2 mode {self.l2!r}", "use cold or warm")
         if self.outputs not in OUTPUT_POLICIES:
@@ -120,7 +121,7 @@ class SweepRunner(CaptureRunner):
         harness = [self.python, "-m", "capture.harness", "--op", s.op, "--shape", unit, "--impls", ",".join(entries)]
         for source in self.registry.sources:
             harness += ["--plugin", source]
-        harness += ["--rounds", str(s.rounds), "--iters", str(s.iters), "--warmup", str(s.warmup)]
+        harness += ["--rounds", str(s.rounds), "--iters", str(s.iters), "--warmup", str(s.warmup), "--settle", str(s.settle)]
         harness += ["--l2", s.l2, "--outputs", s.outputs, "--out", str(work)]
         env = child_env([str(PROJECT_ROOT), os.getcwd()])
         done = self.nsys_profile(rep, harness, log, env=env, cwd=work)

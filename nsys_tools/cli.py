@@ -480,6 +480,13 @@ def capture_sweep(
     rounds: Annotated[int, typer.Option(help="Rounds; the order of implementations rotates each round.")] = 3,
     iters: Annotated[int, typer.Option(help="Calls per implementation per round.")] = 100,
     warmup: Annotated[int, typer.Option(help="Untraced warm-up calls per implementation.")] = 20,
+    settle: Annotated[
+        float,
+        typer.Option(
+            help="Seconds of untraced calls after the warm-up, so that compute-bound work is traced at the clock "
+            "its power draw settles to (matmul: 10)."
+        ),
+    ] = 0.0,
     l2: Annotated[L2Mode, typer.Option(help="cold: rotate inputs past twice the L2; warm: reuse one buffer.")] = L2Mode.cold,
     outputs: Annotated[
         Outputs, typer.Option(help="reuse: one output buffer per shape for every implementation; rotate: cold outputs.")
@@ -510,6 +517,7 @@ def capture_sweep(
         rounds=rounds,
         iters=iters,
         warmup=warmup,
+        settle=settle,
         l2=l2.value,
         outputs=outputs.value,
     )
@@ -803,6 +811,7 @@ def history(
         Optional[str], typer.Option(help="Control it is compared with in each session (default: the latest session's control).")
     ] = None,
     l2: Annotated[L2Mode, typer.Option(help="L2 mode of the sessions.")] = L2Mode.cold,
+    op: Annotated[Optional[str], typer.Option(help="Op of the sessions, where several ops share a shape (default: any).")] = None,
     fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.markdown,
     ledger: LedgerOption = None,
 ) -> None:
@@ -816,7 +825,7 @@ def history(
     if impl == vs:
         raise typer.BadParameter(f"--impl and --vs are both {impl!r}: compare two implementations", param_hint="--vs")
     frame = (
-        L.history(path, shape, impl, vs, l2.value)
+        L.history(path, shape, impl, vs, l2.value, op=op)
         .drop_nulls(["impl_ns", "vs_ns"])
         .rename({"impl_ns": f"{impl}_ns", "vs_ns": f"{vs}_ns"})
     )

@@ -21,7 +21,7 @@ import polars as pl
 from . import metrics
 from .convention import RANGE_REGEX
 from .errors import BadExport
-from .sweep import KEYS, is_sweep, parse_ranges
+from .sweep import KEYS, into_calls, is_sweep, parse_ranges
 
 EXPORT_KEYS = ["range", "kernel"]
 
@@ -79,7 +79,7 @@ def _open_exports(path: Path, nsys=None) -> Capture:
     }
     several = len(files) > 1
     if ranged.height and ranged["range"].str.contains(RANGE_REGEX).all():
-        calls = ranged.pipe(parse_ranges).with_columns(
+        calls = into_calls(ranged.pipe(parse_ranges), by=["file"]).with_columns(
             cluster=(pl.col("file") + "/" if several else pl.lit("")) + pl.col("round").cast(pl.String)
         )
         return Capture(path, calls.select(*KEYS, "cluster", "duration_ns"), KEYS, "round", meta)

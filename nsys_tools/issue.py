@@ -138,6 +138,13 @@ def _verdict(sweep: Sweep, session: verdict.Session, summ: pl.DataFrame, bands: 
     text = f"{name} came back at " + "; ".join(parts) + "." + _policy_warning(summ)
     outside = any(p in ("above", "below") for p in places)
     if session.quiet and not outside:
+        if session.notes:
+            limited = "; ".join(session.notes)
+            return (
+                text + " The GPU was quiet during the capture (no other process, no slow outliers), but "
+                f"{limited}: every implementation ran at that clock, so the numbers compare with each other, "
+                "not with a sweep at full clocks."
+            )
         return (
             text
             + " The GPU was quiet during the capture (no other process, no slow outliers, full clocks): these numbers are usable."
@@ -216,15 +223,16 @@ def compose(
     l2 = sweep.spec.get("l2") or summ["l2"][0]
     policy = summ.filter(pl.col("impl") == control)["outputs"][0]
     has_ledger = ledger_path is not None and ledger_path.exists()
-    bands = ledger.bands(ledger_path, gpu, control, l2, sweep.id, policy) if has_ledger else ledger.no_bands()
-    across = ledger.quiet_range(ledger_path, gpu, control, l2, sweep.id, policy) if has_ledger else ledger.no_bands()
+    op = summ["op"][0] if summ["op"].n_unique() == 1 else None  # the ledger's other sessions: of this op only
+    bands = ledger.bands(ledger_path, gpu, control, l2, sweep.id, policy, op) if has_ledger else ledger.no_bands()
+    across = ledger.quiet_range(ledger_path, gpu, control, l2, sweep.id, policy, op) if has_ledger else ledger.no_bands()
     across = across.filter(pl.col("shape").is_in(shapes)).sort(pl.col("shape").replace_strict(shapes, list(range(len(shapes)))))
     ratios = metrics.ratios(sweep.calls, control)
     commit = sweep.manifest.get("git", {}).get("commit")
     spread = (
         {
             (r["shape"], r["impl"]): r
-            for r in ledger.ratio_spread(ledger_path, gpu, commit, control, l2, policy)
+            for r in ledger.ratio_spread(ledger_path, gpu, commit, control, l2, policy, op)
             .filter(pl.col("sessions") >= 2)
             .iter_rows(named=True)
         }
@@ -289,7 +297,7 @@ def compose(
     if has_ledger and ours:
         lines = []
         for shape in shapes:
-            h = ledger.history(ledger_path, shape, ours, control, l2, policy).filter(pl.col("gpu") == gpu)
+            h = ledger.history(ledger_path, shape, ours, control, l2, policy, op).filter(pl.col("gpu") == gpu)
             h = h.drop_nulls(["impl_ns", "vs_ns"]).tail(HISTORY_SESSIONS)
             if h.is_empty():
                 continue
@@ -307,7 +315,7 @@ def compose(
                 "(* ran under load)\n",
                 "\n".join(lines) + "\n",
             ]
-    rejected = ledger.rejected(ledger_path) if has_ledger else pl.DataFrame()
+    rejected = ledger.rejected(ledger_path, op) if has_ledger else pl.DataFrame()
     if rejected.height:
         out += [
             "\n#### Rejected so far (measured, not kept)\n",

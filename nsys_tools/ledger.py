@@ -212,9 +212,16 @@ def no_bands() -> pl.DataFrame:
     )
 
 
-def quiet_range(path: Path, gpu: str, impl: str, l2: str, exclude: str | None = None, outputs: str | None = None) -> pl.DataFrame:
-    """Per shape: ``impl``'s kernel median over quiet sessions (where it ran under the output
-    policy ``outputs``, when given): ``lo``, ``hi`` and ``sessions``."""
+def _of_op(op: str | None) -> pl.Expr:
+    """Rows of one op (all, when ``op`` is None): a shape means nothing across ops."""
+    return (pl.col("op") == op) if op else pl.lit(True)
+
+
+def quiet_range(
+    path: Path, gpu: str, impl: str, l2: str, exclude: str | None = None, outputs: str | None = None, op: str | None = None
+) -> pl.DataFrame:
+    """Per shape: ``impl``'s kernel median over quiet sessions (of ``op``, and where it ran
+    under the output policy ``outputs``, when given): ``lo``, ``hi`` and ``sessions``."""
     if not Path(path).exists():
         return no_bands()
     df = stats(path).filter(
@@ -224,13 +231,14 @@ def quiet_range(path: Path, gpu: str, impl: str, l2: str, exclude: str | None = 
         & (pl.col("quiet") == 1)
         & (pl.col("session_id") != (exclude or ""))
         & ((pl.col("outputs") == outputs) if outputs else pl.lit(True))
+        & _of_op(op)
     )
     return df.group_by("shape").agg(lo=pl.col("kernel_median_ns").min(), hi=pl.col("kernel_median_ns").max(), sessions=pl.len())
 
 
 def session_noise(path: Path, gpu: str, exclude: Sequence[str] = (), level: float = 0.95) -> tuple[float, int]:
     """How much one kernel's median moves between quiet sessions of the same build: the pooled
-    standard deviation of log kernel medians within groups of the same (commit, impl, shape,
+    standard deviation of log kernel medians within groups of the same (commit, op, impl, shape,
     L2, output policy) on ``gpu``, taken at the upper end of its ``level`` confidence interval
     (a CI gate should not fail on noise). Returns (sd, degrees of freedom); (0.0, 0) when the
     ledger holds no replicated session."""
@@ -239,7 +247,7 @@ def session_noise(path: Path, gpu: str, exclude: Sequence[str] = (), level: floa
     if not Path(path).exists():
         return 0.0, 0
     df = stats(path).filter((pl.col("gpu") == gpu) & (pl.col("quiet") == 1) & ~pl.col("session_id").is_in(list(exclude)))
-    groups = [c for c in ("git_commit", "impl", "shape", "l2", "outputs") if c in df.columns]
+    groups = [c for c in ("git_commit", "op", "impl", "shape", "l2", "outputs") if c in df.columns]
     pooled = (
         df.drop_nulls(["git_commit", "kernel_median_ns"])
         .with_columns(log=pl.col("kernel_median_ns").log())
@@ -263,17 +271,21 @@ def _normal_quantile(p: float) -> float:
     return NormalDist().inv_cdf(p)
 
 
-def bands(path: Path, gpu: str, control: str, l2: str, exclude: str | None = None, outputs: str | None = None) -> pl.DataFrame:
+def bands(
+    path: Path, gpu: str, control: str, l2: str, exclude: str | None = None, outputs: str | None = None, op: str | None = None
+) -> pl.DataFrame:
     """Per shape: the control's band (``band_lo_ns``, ``band_hi_ns``) from quiet sessions."""
     return (
-        quiet_range(path, gpu, control, l2, exclude, outputs)
+        quiet_range(path, gpu, control, l2, exclude, outputs, op)
         .filter(pl.col("sessions") >= BAND_MIN_SESSIONS)
         .with_columns(band_lo_ns=pl.col("lo") * (1 - BAND_MARGIN), band_hi_ns=pl.col("hi") * (1 + BAND_MARGIN))
         .select("shape", "band_lo_ns", "band_hi_ns", "sessions")
     )
 
 
-def ratio_spread(path: Path, gpu: str, commit: str | None, control: str, l2: str, outputs: str | None = None) -> pl.DataFrame:
+def ratio_spread(
+    path: Path, gpu: str, commit: str | None, control: str, l2: str, outputs: str | None = None, op: str | None = None
+) -> pl.DataFrame:
     """Per (shape, impl): the ratio of its kernel median to ``control``'s, same session each
     time, over the quiet sessions of one build (``commit``) on ``gpu``: ``lo``, ``hi`` and
     ``sessions``. ``outputs`` keeps the sessions where the control ran under that policy."""
@@ -281,7 +293,7 @@ def ratio_spread(path: Path, gpu: str, commit: str | None, control: str, l2: str
     if not commit or not Path(path).exists():
         return pl.DataFrame(schema=schema)
     df = stats(path).filter(
-        (pl.col("gpu") == gpu) & (pl.col("git_commit") == commit) & (pl.col("l2") == l2) & (pl.col("quiet") == 1)
+        (pl.col("gpu") == gpu) & (pl.col("git_commit") == commit) & (pl.col("l2") == l2) & (pl.col("quiet") == 1) & _of_op(op)
     )
     ref = df.filter(pl.col("impl") == control)
     if outputs:
@@ -311,7 +323,9 @@ def reject(path: Path, variant: str, metric: str, why: str, session: str | None 
     return row
 
 
-def rejected(path: Path = DEFAULT_PATH) -> pl.DataFrame:
+def rejected(path: Path = DEFAULT_PATH, op: str | None = None) -> pl.DataFrame:
+    """The variants measured and not kept; with ``op``, those whose sweep measured that op (and
+    those recorded without a sweep)."""
     schema = {"variant": pl.String, "metric": pl.String, "why": pl.String, "session_id": pl.String}
     if not Path(path).exists():
         return pl.DataFrame(schema=schema)
@@ -320,11 +334,13 @@ def rejected(path: Path = DEFAULT_PATH) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     with reading(path):
         rows = list(db["rejected"].rows_where(order_by="added_utc"))
-    return (
-        pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None).select(*schema)
-        if rows
-        else pl.DataFrame(schema=schema)
-    )
+    if not rows:
+        return pl.DataFrame(schema=schema)
+    df = pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None).select(*schema)
+    if op:
+        of_op = stats(path).filter(pl.col("op") == op)["session_id"].unique()
+        df = df.filter(pl.col("session_id").is_null() | pl.col("session_id").is_in(of_op.implode()))
+    return df
 
 
 def latest_control(path: Path = DEFAULT_PATH) -> str:
@@ -336,12 +352,14 @@ def latest_control(path: Path = DEFAULT_PATH) -> str:
     return controls[-1]
 
 
-def history(path: Path, shape: str, impl: str, vs: str, l2: str = "cold", outputs: str | None = None) -> pl.DataFrame:
-    """Per session, oldest first: ``impl`` and ``vs`` kernel medians at ``shape`` and their ratio;
-    with ``outputs``, only sessions where ``vs`` ran under that output policy."""
+def history(
+    path: Path, shape: str, impl: str, vs: str, l2: str = "cold", outputs: str | None = None, op: str | None = None
+) -> pl.DataFrame:
+    """Per session, oldest first: ``impl`` and ``vs`` kernel medians at ``shape`` (of ``op``, when
+    given) and their ratio; with ``outputs``, only sessions where ``vs`` ran under that output policy."""
     if impl == vs:
         raise UsageError(None, f"--impl and --vs are both {impl!r}", "compare two different implementations")
-    df = stats(path).filter((pl.col("shape") == shape) & (pl.col("l2") == l2) & pl.col("impl").is_in([impl, vs]))
+    df = stats(path).filter((pl.col("shape") == shape) & (pl.col("l2") == l2) & pl.col("impl").is_in([impl, vs]) & _of_op(op))
     if outputs:
         under = df.filter((pl.col("impl") == vs) & (pl.col("outputs") == outputs)).select("session_id")
         df = df.join(under, on="session_id", how="semi")

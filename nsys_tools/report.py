@@ -102,12 +102,12 @@ def kernel_summary(paths: Sequence[str | Path], **kw) -> pl.DataFrame:
 
 def named_ops(path: str | Path, *, names: str = "short", include_memops: bool = True, nsys=None) -> pl.DataFrame:
     """One export's GPU operations with their innermost NVTX range: ``range``, ``kernel``,
-    ``duration_ns`` (through the cache, like the report)."""
+    ``start_ns``, ``duration_ns`` (through the cache, like the report)."""
     with reading(path), open_trace(path, nsys) as trace:
-        options = f"names={names} memops={include_memops}"
+        options = f"names={names} memops={include_memops} with start"
 
         def compute() -> pl.DataFrame:
-            ops = views.get("kernels").read(trace, [], names=names, include_memops=include_memops)
-            return ops.select("range", pl.col("kernel").cast(pl.String), "duration_ns").collect()
+            ops = views.get("kernels").read(trace, ["start_ns"], names=names, include_memops=include_memops)
+            return ops.select("range", pl.col("kernel").cast(pl.String), "start_ns", "duration_ns").collect()
 
         return cache.memo(trace.export, f"named ops {options}", compute)

@@ -9,6 +9,7 @@ trace (warm-up, setup) is ignored.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -21,7 +22,7 @@ from .errors import BadExport, NsysToolsError
 from .export import reading
 from .trace import open as open_trace
 
-__all__ = ["RANGE", "RANGE_REGEX", "KEYS", "Sweep", "load", "summary", "sweep_table", "is_sweep", "parse_ranges"]
+__all__ = ["RANGE", "RANGE_REGEX", "KEYS", "Sweep", "load", "summary", "sweep_table", "is_sweep", "parse_ranges", "into_calls"]
 
 MANIFEST = "manifest.json"
 KEYS = ["op", "impl", "shape", "l2"]
@@ -154,25 +155,21 @@ class Sweep:
 
     @cached_property
     def calls(self) -> pl.DataFrame:
-        """One row per GPU operation in a timed range: op, impl, shape, l2, round, kernel, duration_ns."""
+        """One row per timed call: op, impl, shape, l2, round, start_ns, duration_ns (the sum of
+        the call's GPU operations), kernel (their names, in order) and ops (how many)."""
         frames = []
         for unit in self.units:
             with reading(self.export(unit)), open_trace(self.export(unit)) as trace:
                 ops = trace.gpu_ops(attributed=True, columns=["name", "short_name", "start_ns", "duration_ns"])
                 ops = ops.filter(pl.col("range").str.contains(RANGE_REGEX))
                 kernel = pl.coalesce("short_name", "name").cast(pl.String)
-                frames.append(ops.select("range", "start_ns", "duration_ns", kernel=kernel).collect())
+                ops = ops.select("range", "start_ns", "duration_ns", kernel=kernel).collect().pipe(parse_ranges)
+                # Sweeps from before ranges carried their call count: the harness's iterations.
+                iters = self.harness.get(unit, {}).get("iters") if self.kind == "sweep" else None
+                frames.append(ops.with_columns(pl.col("calls").fill_null(pl.lit(iters, pl.Int64))))
         if not frames:
-            return pl.DataFrame(
-                schema={
-                    **{k: pl.String for k in KEYS},
-                    "round": pl.Int64,
-                    "kernel": pl.String,
-                    "start_ns": pl.Int64,
-                    "duration_ns": pl.Int64,
-                }
-            )
-        return pl.concat(frames).pipe(parse_ranges)
+            return pl.DataFrame(schema=CALL_SCHEMA)
+        return into_calls(pl.concat(frames, how="vertical_relaxed"))
 
     @cached_property
     def spans(self) -> pl.DataFrame:
@@ -196,10 +193,50 @@ class Sweep:
         return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
 
 
+CALL_SCHEMA = {
+    **{k: pl.String for k in KEYS},
+    "round": pl.Int64,
+    "start_ns": pl.Int64,
+    "duration_ns": pl.Int64,
+    "kernel": pl.String,
+    "ops": pl.UInt32,
+}
+
+
 def parse_ranges(df: pl.DataFrame) -> pl.DataFrame:
-    """Split the NVTX ``range`` column into op, impl, shape, l2 and round."""
+    """Split the NVTX ``range`` column into op, impl, shape, l2, round and calls (null where the
+    range does not say how many calls it holds)."""
     parts = pl.col("range").str.extract_groups(RANGE_REGEX)
-    return df.with_columns(parts.alias("p")).unnest("p").with_columns(pl.col("round").cast(pl.Int64)).drop("range")
+    return (
+        df.with_columns(parts.alias("p"))
+        .unnest("p")
+        .with_columns(pl.col("round").cast(pl.Int64), pl.col("calls").cast(pl.Int64))
+        .drop("range")
+    )
+
+
+def into_calls(ops: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
+    """GPU operations of timed ranges (``parse_ranges`` rows with start_ns, duration_ns, kernel)
+    -> one row per call. A range's operations, in the order they started, are split into
+    ``calls`` equal runs; a call's time is the sum of its operations' times. Where ``calls`` is
+    null or does not divide the operations evenly, each operation is one call. ``by``: columns
+    that tell ranges of the same name apart (the file of each)."""
+    keys = [*by, *KEYS, "round"]
+    n = pl.len().over(keys)
+    even = pl.col("calls").is_not_null() & (pl.col("calls") > 0) & (n % pl.col("calls").clip(1) == 0)
+    per = pl.when(even).then(n // pl.col("calls").clip(1)).otherwise(1)
+    return (
+        ops.sort([*keys, "start_ns"])
+        .with_columns(call=pl.int_range(pl.len()).over(keys) // per)
+        .group_by([*keys, "call"], maintain_order=True)
+        .agg(
+            pl.col("start_ns").first(),
+            pl.col("duration_ns").sum(),
+            pl.col("kernel").unique(maintain_order=True).str.join(" + "),
+            ops=pl.len(),
+        )
+        .select(*by, *CALL_SCHEMA)
+    )
 
 
 def load(path: str | Path) -> Sweep:

@@ -6,7 +6,11 @@ time-slicing. So a session is judged on every signal the sweep records:
 
 * other compute processes on the GPU (NVML in the harness, nvidia-smi before and after);
 * kernel-time tails: the share of calls slower than twice their median, and p99 / median;
-* SM clocks during the traced phase, against the GPU's maximum (an idle H200 sits at 345 MHz);
+* SM clocks during the traced phase, against the GPU's maximum (an idle H200 sits at 345 MHz).
+  A clock held down by the GPU's own power or thermal limit (NVML's clock-event reasons, which
+  the harness records) is not contention: compute-bound work such as a large matmul draws the
+  H200 to its 700 W cap, and every implementation then runs at the clock that cap allows. It is
+  stated, not counted against the session;
 * the control's median against its band from earlier quiet sessions (``ledger.bands``).
 """
 
@@ -25,6 +29,9 @@ SLOW_FACTOR = 2.0  # a call this many times its median is an outlier
 MAX_OUTLIER_SHARE = 0.005  # more than 0.5% outliers in any (impl, shape) flags the session
 MAX_P99_RATIO = 1.5
 MIN_CLOCK_SHARE = 0.9  # traced-phase median SM clock below 90% of max: not at full speed
+# NVML clock-event reason bits that mean the GPU slowed itself: its software power cap, and
+# software or hardware thermal slowdown.
+SELF_LIMITED = 0x4 | 0x20 | 0x40
 
 
 @dataclass
@@ -36,6 +43,7 @@ class Session:
     other_pids: list[int] = field(default_factory=list)
     tails: pl.DataFrame | None = None
     clocks: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what shaped the numbers without being contention
 
 
 def tails(calls: pl.DataFrame) -> pl.DataFrame:
@@ -54,13 +62,15 @@ def tails(calls: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _busy_samples(clocks: dict) -> list[tuple[float, float]]:
-    """(SM MHz, utilization) of the samples taken while the timed work ran: the harness's
-    ``trace`` phase; for a program's capture (one ``run`` phase, setup and idle included), the
-    samples where the GPU was busy."""
-    rows = list(zip(clocks.get("sm_mhz", []), clocks.get("util_gpu", []), clocks.get("phase", []), strict=True))
-    traced = [(sm, u) for sm, u, p in rows if p == "trace"]
-    return traced or [(sm, u) for sm, u, p in rows if p == "run" and u > 0]
+def _busy_samples(clocks: dict) -> list[tuple[float, float, int]]:
+    """(SM MHz, utilization, clock-event reasons or -1) of the samples taken while the timed work
+    ran: the harness's ``trace`` phase; for a program's capture (one ``run`` phase, setup and
+    idle included), the samples where the GPU was busy."""
+    phases = clocks.get("phase", [])
+    reasons = clocks.get("reasons") or [-1] * len(phases)
+    rows = list(zip(clocks.get("sm_mhz", []), clocks.get("util_gpu", []), phases, reasons, strict=True))
+    traced = [(sm, u, r) for sm, u, p, r in rows if p == "trace"]
+    return traced or [(sm, u, r) for sm, u, p, r in rows if p == "run" and u > 0]
 
 
 def _clock_summary(harness: dict[str, dict], max_sm: float | None) -> dict[str, float]:
@@ -73,6 +83,9 @@ def _clock_summary(harness: dict[str, dict], max_sm: float | None) -> dict[str, 
     out["util_median"] = float(util.median())
     if max_sm:
         out["sm_mhz_max"] = float(max_sm)
+        slow = [x[2] for x in samples if x[0] < MIN_CLOCK_SHARE * max_sm]
+        # The share of slow samples for which NVML said the GPU held its own clock down.
+        out["slow_self_limited"] = sum(r >= 0 and bool(r & SELF_LIMITED) for r in slow) / len(slow) if slow else 0.0
     return out
 
 
@@ -109,12 +122,17 @@ def judge(sweep) -> Session:
     except (TypeError, ValueError) as exc:
         hint = "was the sweep interrupted? re-run it with --resume"
         raise BadExport(sweep.path, f"its clock samples cannot be read ({exc})", hint) from exc
+    notes: list[str] = []
     if clocks.get("sm_mhz_max") and clocks["sm_mhz_median"] < MIN_CLOCK_SHARE * clocks["sm_mhz_max"]:
-        reasons.append(
+        low = (
             f"the SM clock ran at {clocks['sm_mhz_median']:.0f} MHz during the trace, "
             f"below its {clocks['sm_mhz_max']:.0f} MHz maximum"
         )
-    return Session(quiet=not reasons, reasons=reasons, other_pids=pids, tails=t, clocks=clocks)
+        if clocks.get("slow_self_limited", 0.0) >= 0.5 and not pids:
+            notes.append(f"{low}, held there by the GPU's own power or thermal limit (NVML clock-event reasons) under this work")
+        else:
+            reasons.append(low)
+    return Session(quiet=not reasons, reasons=reasons, other_pids=pids, tails=t, clocks=clocks, notes=notes)
 
 
 def band_position(value: float, lo: float | None, hi: float | None) -> str:

@@ -35,7 +35,11 @@ def test_range_names_round_trip():
     name = range_name("layernorm", "ours_nc", "4096x768", "cold", 2)
     m = sweep_reader.RANGE.match(name)
     assert name == "layernorm/ours_nc/4096x768/cold/r2"
-    assert m.group("impl", "shape", "l2", "round") == ("ours_nc", "4096x768", "cold", "2")
+    assert m.group("impl", "shape", "l2", "round", "calls") == ("ours_nc", "4096x768", "cold", "2", None)
+    counted = range_name("matmul_bf16", "torch", "4096x4096x1024", "cold", 0, 100)
+    assert counted == "matmul_bf16/torch/4096x4096x1024/cold/r0/n100"
+    assert sweep_reader.RANGE.match(counted).group("shape", "round", "calls") == ("4096x4096x1024", "0", "100")
+    assert not sweep_reader.RANGE.match("layernorm/ours/4096x768/cold/r2/n")
 
 
 def test_rotation_and_buffer_sets():

@@ -19,6 +19,7 @@ SWEEPS = Path(__file__).resolve().parents[1] / "reports" / "sweeps"
 QUIET = SWEEPS / "20261129-183449-quiet"
 QUIET_2 = SWEEPS / "20261129-183620-quiet"
 LOADED = SWEEPS / "20261129-183713-loaded"
+MATMUL_BF16 = SWEEPS / "20261130-004548-matmul-bf16"  # cuBLAS: a memset, then its kernel, per call
 runner = CliRunner()
 
 
@@ -43,9 +44,54 @@ def test_summary_rows(quiet):
 
 def test_calls_parse_the_range_convention(quiet):
     c = quiet.calls
-    assert c.columns == ["start_ns", "duration_ns", "kernel", "op", "impl", "shape", "l2", "round"]
+    assert c.columns == ["op", "impl", "shape", "l2", "round", "start_ns", "duration_ns", "kernel", "ops"]
     assert sorted(c["round"].unique()) == [0, 1, 2]
     assert c.group_by("impl", "shape", "round").len()["len"].unique().to_list() == [100]
+    assert c["ops"].unique().to_list() == [1]
+
+
+def _raw_ops(folder: Path) -> pl.DataFrame:
+    import nsys_tools
+
+    frames = []
+    for export in sorted(folder.glob("*.sqlite")):
+        with nsys_tools.open(export) as trace:
+            ops = trace.gpu_ops(attributed=True, columns=["name", "short_name", "start_ns", "duration_ns"])
+            ops = ops.filter(pl.col("range").str.contains(sweep.RANGE_REGEX)).collect()
+        frames.append(ops.select("range", "start_ns", "duration_ns", kernel=pl.coalesce("short_name", "name").cast(pl.String)))
+    return pl.concat(frames).pipe(sweep.parse_ranges)
+
+
+def test_a_call_of_several_gpu_operations_is_one_call():
+    """torch.matmul's cuBLAS call sets a 4-byte workspace flag with a memset before its kernel: one
+    call, two operations, and its kernel time is their sum, not a median over a mix of both."""
+    s = sweep.load(MATMUL_BF16)
+    c = s.calls
+    torch = c.filter(pl.col("impl") == "torch")
+    assert torch.height == 4 * 300 and torch["ops"].unique().to_list() == [2]
+    assert torch["kernel"].str.starts_with("[CUDA memset] + nvjet_").all()
+    assert c.filter(pl.col("impl") != "torch")["ops"].unique().to_list() == [1]
+    raw = _raw_ops(MATMUL_BF16)
+    assert raw.height == c["ops"].sum() == 4 * 300 * 4  # every operation in exactly one call
+    totals = raw.group_by("impl", "shape").agg(pl.col("duration_ns").sum()).sort("impl", "shape")
+    assert totals.equals(c.group_by("impl", "shape").agg(pl.col("duration_ns").sum()).sort("impl", "shape"))
+    # The median call is a whole call: far above any memset, near the kernel alone.
+    row = sweep.summary(s).filter((pl.col("impl") == "torch") & (pl.col("shape") == "4096x4096x1024")).row(0, named=True)
+    kernel_only = raw.filter(
+        (pl.col("impl") == "torch") & (pl.col("shape") == "4096x4096x1024") & ~pl.col("kernel").str.contains("memset")
+    )
+    assert row["instances"] == 300
+    assert kernel_only["duration_ns"].median() < row["kernel_median_ns"] < 1.05 * kernel_only["duration_ns"].median()
+
+
+def test_calls_fall_back_to_one_per_operation_when_the_count_does_not_divide():
+    raw = _raw_ops(MATMUL_BF16).filter((pl.col("impl") == "torch") & (pl.col("shape") == "4096x4096x1024"))
+    assert sweep.into_calls(raw.with_columns(calls=pl.lit(100, pl.Int64)))["ops"].unique().to_list() == [2]
+    odd = raw.filter(pl.col("round") == 0).slice(1)  # 199 operations for 100 calls
+    out = sweep.into_calls(odd.with_columns(calls=pl.lit(100, pl.Int64)))
+    assert out.height == 199 and out["ops"].unique().to_list() == [1]
+    named = sweep.into_calls(raw.with_columns(calls=pl.lit(None, pl.Int64)))  # a program's range without /n<calls>
+    assert named.height == raw.height
 
 
 def test_json_markdown_csv_carry_the_same_rows():
@@ -97,6 +143,22 @@ def test_verdict_flags_low_clocks(tmp_path):
         h.write_text(json.dumps(data))
     v = verdict.judge(sweep.load(folder))
     assert not v.quiet and "345 MHz" in v.reasons[0]
+
+
+@pytest.mark.parametrize(("bits", "quiet"), [(0x4, True), (0x20, True), (0x0, False), (-1, False)])
+def test_a_clock_held_by_the_gpus_own_power_cap_is_not_contention(tmp_path, bits, quiet):
+    """The bf16 matmul drew the H200 to 704 W and its clock to 1515 MHz. Where NVML says the GPU's own
+    power or thermal limit held the clock, the session stays quiet with a note; otherwise it is flagged."""
+    folder = tmp_path / "s"
+    shutil.copytree(MATMUL_BF16, folder)
+    assert not verdict.judge(sweep.load(folder)).quiet  # captured before the reasons were sampled
+    for h in folder.glob("*.harness.json"):
+        data = json.loads(h.read_text())
+        data["clocks"]["reasons"] = [bits] * len(data["clocks"]["sm_mhz"])
+        h.write_text(json.dumps(data))
+    v = verdict.judge(sweep.load(folder))
+    assert v.quiet is quiet
+    assert ("1515 MHz" in (v.notes if quiet else v.reasons)[0]) and ("power or thermal limit" in v.notes[0] if quiet else True)
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # nsys-tools against nsys stats on one machine, and the Dask fleet benchmark (big-exports.md).
 #
-# On the GPU host, in the code copy, after the staging calls of pack-stack.sh:
-#   source .device/nsys-env.sh; cd .gpu-scale && PYTHONUNBUFFERED=1 bash run-device.sh ../.stage
+# On the GPU host, from the repository root, after the staging calls of pack-stack.sh:
+#   source .device/nsys-env.sh; PYTHONUNBUFFERED=1 bash reports/big-exports/run-device.sh .stage
 # Anywhere with the analysis stack installed (nsys optional), from the repository root:
 #   PYTHON=.venv/bin/python OUT=/tmp/out bash reports/big-exports/run-device.sh
 #
