@@ -226,15 +226,18 @@ def into_calls(ops: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
     even = pl.col("calls").is_not_null() & (pl.col("calls") > 0) & (n % pl.col("calls").clip(1) == 0)
     per = pl.when(even).then(n // pl.col("calls").clip(1)).otherwise(1)
     return (
-        ops.sort([*keys, "start_ns"])
+        ops.with_row_index("_row")
+        .sort([*keys, "start_ns"])
         .with_columns(call=pl.int_range(pl.len()).over(keys) // per)
         .group_by([*keys, "call"], maintain_order=True)
         .agg(
+            pl.col("_row").min(),
             pl.col("start_ns").first(),
             pl.col("duration_ns").sum(),
             pl.col("kernel").unique(maintain_order=True).str.join(" + "),
             ops=pl.len(),
         )
+        .sort("_row")  # the ranges in the order they came
         .select(*by, *CALL_SCHEMA)
     )
 
