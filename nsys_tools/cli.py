@@ -712,7 +712,12 @@ def compare(
 @app.command()
 @friendly
 def scrub(
-    paths: Annotated[list[Path], typer.Argument(help="Exports (.sqlite) to scrub in place (the file behind a symlink).")],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Exports (.sqlite) to scrub in place (the file behind a symlink), or folders: every .sqlite under them."
+        ),
+    ],
     check: Annotated[
         bool,
         typer.Option("--check", help="Write nothing: list what would be removed, and exit 1 if anything identifying is there."),
@@ -724,7 +729,13 @@ def scrub(
     from .scrub import scrub as scrub_export
 
     failures, unclean = [], []
+    files: list[Path] = []
     for path in paths:
+        found = sorted(p for p in path.rglob("*.sqlite") if p.is_file()) if path.is_dir() else [path]
+        if not found:
+            failures.append(BadExport(path, "holds no .sqlite exports", "point at an export or a folder of them"))
+        files += found
+    for path in files:
         try:
             result = check_export(path) if check else scrub_export(path)
         except NsysToolsError as err:
@@ -739,9 +750,10 @@ def scrub(
         if not result.clean:
             unclean.append(path)
     if failures:
-        _fail(failures, f"{len(failures)} of {len(paths)} exports could not be {'checked' if check else 'scrubbed'}")
+        what = f"{len(failures)} of {len(files)} exports" if files else "nothing"
+        _fail(failures, f"{what} could not be {'checked' if check else 'scrubbed'}")
     if check and unclean:
-        stderr.print(f"Error: {len(unclean)} of {len(paths)} exports hold identity; run nsys-tools scrub on them", markup=False)
+        stderr.print(f"Error: {len(unclean)} of {len(files)} exports hold identity; run nsys-tools scrub on them", markup=False)
         raise typer.Exit(1)
 
 

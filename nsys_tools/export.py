@@ -179,7 +179,7 @@ def check_sqlite(path: Path) -> None:
         raise BadExport(path, "no such file", "check the path" + (" (a broken symlink)" if path.is_symlink() else ""))
     if path.is_dir():
         raise BadExport(
-            path, "is a folder, not an export", "pass the .sqlite or .nsys-rep files inside it, or the folder without the suffix"
+            path, "is a folder, not an export", "pass the .sqlite or .nsys-rep files inside it"
         )
     try:
         size = path.stat().st_size

@@ -284,3 +284,21 @@ def test_committed_exports_pass_the_check():
     for path in exports:
         found = check(path)
         assert found.clean, (path, found.examples, found.kept)
+
+
+def test_a_folder_means_every_export_under_it(fixture_copy, tmp_path):
+    """`scrub --check reports/sweeps/<id>` checks the sweep's exports, nested ones included."""
+    path = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2025.3.sqlite")
+    nested = tmp_path / "sweep" / "more"
+    nested.mkdir(parents=True)
+    inner = nested / path.name
+    path.rename(inner)
+    plant(inner)
+    res = CliRunner().invoke(app, ["scrub", "--check", str(tmp_path / "sweep")])
+    assert res.exit_code == 1 and f"{inner}: would remove" in res.stderr and "1 of 1 exports hold identity" in res.stderr
+    assert CliRunner().invoke(app, ["scrub", str(tmp_path / "sweep")]).exit_code == 0
+    assert SECRET.encode() not in inner.read_bytes()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = CliRunner().invoke(app, ["scrub", "--check", str(empty)])
+    assert res.exit_code == 1 and f"Error: {empty}: holds no .sqlite exports" in res.stderr and "Traceback" not in res.output
