@@ -28,7 +28,8 @@ SHARED_PER_SM = 228 * 1024  # sm_90: shared memory per SM, of which 1 KB is rese
 @dataclass(frozen=True)
 class Held:
     """One instantiation of ``ln_held``: TPR threads per row, SLOTS vectors of VEC floats per
-    thread, RPB rows per block, a cache policy and a minimum-blocks launch bound."""
+    thread, RPB rows per block, a cache policy, a minimum-blocks launch bound, and the row width
+    compiled in (NFIX; 0: taken from the arguments)."""
 
     tpr: int
     slots: int
@@ -36,10 +37,11 @@ class Held:
     rpb: int = 1
     cache: int = 0
     minb: int = 0
+    nfix: int = 0
 
     @property
     def name(self) -> str:
-        return f"ln_held<{self.tpr},{self.slots},{self.vec},{self.rpb},{self.cache},{self.minb}>"
+        return f"ln_held<{self.tpr},{self.slots},{self.vec},{self.rpb},{self.cache},{self.minb},{self.nfix}>"
 
     @property
     def threads(self) -> int:
@@ -139,6 +141,8 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
         held = replace(held, rpb=2 * held.rpb)
     elif variant == "ours_regcap":
         held = replace(held, minb=max(1, 2048 // held.threads))
+    elif variant == "ours_fixed":
+        held = replace(held, nfix=n)
     grid = math.ceil(m / held.rpb)
     if variant == "ours_gridstride":
         grid = min(grid, 8 * sm_count)

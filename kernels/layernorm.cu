@@ -201,10 +201,13 @@ __global__ void __launch_bounds__(128) ln_warps(
 //   MINB > 0 passes a minimum blocks-per-SM to __launch_bounds__, which caps registers.
 //   CACHE: the cache policy above in its low three bits; bit 8 loads gamma and beta into
 //   registers with x, before the reduction (as Liger's kernel does), instead of after it.
-template <int TPR, int SLOTS, int VEC, int RPB, int CACHE, int MINB>
+//   NFIX > 0 compiles the row width in (the N argument is then ignored): masks the width
+//   fills disappear and divisions by N become products, as Inductor's kernels specialize.
+template <int TPR, int SLOTS, int VEC, int RPB, int CACHE, int MINB, int NFIX>
 __global__ void __launch_bounds__(TPR * RPB, MINB) ln_held(
     const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ gamma,
-    const float* __restrict__ beta, int M, int N, long long sx, long long sy, float eps) {
+    const float* __restrict__ beta, int M, int N_arg, long long sx, long long sy, float eps) {
+  const int N = NFIX > 0 ? NFIX : N_arg;
   constexpr int WARPS = TPR / 32;
   constexpr int POLICY = CACHE & 7;
   constexpr bool PRELOAD = (CACHE & 8) != 0;

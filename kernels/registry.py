@@ -87,6 +87,7 @@ IMPLS: dict[str, Impl] = {
         _ours("ours_2rows", "ours with two rows per block", HELD_MAX_N),
         _ours("ours_gridstride", "ours on a grid of 8 row-blocks per SM striding over rows", HELD_MAX_N),
         _ours("ours_regcap", "ours with __launch_bounds__ asking for 2x the resident blocks (a register cap)", HELD_MAX_N),
+        _ours("ours_fixed", "ours with the row width compiled into the kernel (one build per N, as Inductor does)", HELD_MAX_N),
         Impl(
             "triton",
             lazy("kernels.triton_ln:make"),

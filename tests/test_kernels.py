@@ -92,16 +92,19 @@ def test_launch_configs():
     assert launch_config("block_tree", 4096, 768).grid == 4096
     assert launch_config("warp_row", 4096, 768).grid == 1024
     assert launch_config("ours", 1, 65536).kernel == "ln_block_tree"
-    assert launch_config("ours", 2048, 768) == Launch("ln_held<32,6,4,4,0,0>", 512, 128)
-    assert launch_config("ours", 8192, 768) == Launch("ln_held<32,6,4,1,8,0>", 8192, 32)
+    assert launch_config("ours", 2048, 768) == Launch("ln_held<32,6,4,4,0,0,0>", 512, 128)
+    assert launch_config("ours", 8192, 768) == Launch("ln_held<32,6,4,1,8,0,0>", 8192, 32)
     assert launch_config("ours_2rows", 2048, 768).grid == 256
-    assert launch_config("ours", 4096, 4096) == Launch("ln_held<128,8,4,1,8,0>", 4096, 128)
-    assert launch_config("ours_nc", 4096, 4096) == Launch("ln_held<128,8,4,1,9,0>", 4096, 128)  # keeps the preload
-    assert launch_config("ours_2rows", 4096, 4096) == Launch("ln_held<128,8,4,2,8,0>", 2048, 256)
+    assert launch_config("ours", 4096, 4096) == Launch("ln_held<128,8,4,1,8,0,0>", 4096, 128)
+    assert launch_config("ours_nc", 4096, 4096) == Launch("ln_held<128,8,4,1,9,0,0>", 4096, 128)  # keeps the preload
+    assert launch_config("ours_2rows", 4096, 4096) == Launch("ln_held<128,8,4,2,8,0,0>", 2048, 256)
+    # The width compiled in: the dispatcher's plan, N as a template argument.
+    assert launch_config("ours_fixed", 2048, 768) == Launch("ln_held<32,6,4,4,0,0,768>", 512, 128)
+    assert launch_config("ours_fixed", 16384, 500, vec=4).kernel.endswith(",500>")
     assert launch_config("ours_gridstride", 4096, 4096, sm_count=132).grid == 8 * 132
-    assert launch_config("ours_cs", 2048, 768).kernel.endswith(",2,0>")
-    assert launch_config("ours", 1024, 8192) == Launch("ln_held<256,8,4,1,8,0>", 1024, 256)
-    assert launch_config("ours", 1024, 16384) == Launch("ln_held<512,8,4,1,2,0>", 1024, 512)
+    assert launch_config("ours_cs", 2048, 768).kernel.endswith(",2,0,0>")
+    assert launch_config("ours", 1024, 8192) == Launch("ln_held<256,8,4,1,8,0,0>", 1024, 256)
+    assert launch_config("ours", 1024, 16384) == Launch("ln_held<512,8,4,1,2,0,0>", 1024, 512)
     assert launch_config("ours", 1024, 16383, vec=1).kernel.startswith("ln_held<1024,")
     assert launch_config("bulk_t512_s3_b1", 1024, 16384, sm_count=132) == Launch("ln_bulk<512,8,3,0,1>", 132, 512, 3 * 65536)
     with pytest.raises(UnsupportedShape, match="sm_90"):
@@ -111,8 +114,8 @@ def test_launch_configs():
 def test_explicit_held_plans():
     impl = get("held_t128_r2_c2")
     assert impl.family == "ours" and impl.limit((1, 16384)) is None and "16384" in impl.limit((1, 16385))
-    assert launch_config("held_t128_r2_c2", 4096, 4096) == Launch("ln_held<128,8,4,2,2,0>", 2048, 256)
-    assert launch_config("held_t1024", 4096, 4096) == Launch("ln_held<1024,1,4,1,0,0>", 4096, 1024)
+    assert launch_config("held_t128_r2_c2", 4096, 4096) == Launch("ln_held<128,8,4,2,2,0,0>", 2048, 256)
+    assert launch_config("held_t1024", 4096, 4096) == Launch("ln_held<1024,1,4,1,0,0,0>", 4096, 1024)
     with pytest.raises(UsageError):
         get("held_t96")
     # at most 3 blocks per SM: 3 x (pad + 2 KB) fits 228 KB, a fourth block does not
@@ -125,8 +128,8 @@ def test_explicit_held_plans():
 
 def test_cache_policies_and_preloaded_gamma_beta():
     # policy in the low three bits (5: streaming loads, default stores), +8: gamma and beta with x
-    assert launch_config("held_t256_c13", 4096, 4096) == Launch("ln_held<256,4,4,1,13,0>", 4096, 256)
-    assert launch_config("held_t32_r4_c8", 4096, 768).kernel == "ln_held<32,6,4,4,8,0>"
+    assert launch_config("held_t256_c13", 4096, 4096) == Launch("ln_held<256,4,4,1,13,0,0>", 4096, 256)
+    assert launch_config("held_t32_r4_c8", 4096, 768).kernel == "ln_held<32,6,4,4,8,0,0>"
     for bad in ("held_t256_c6", "held_t256_c7", "held_t256_c14", "held_t256_c16"):
         with pytest.raises(UsageError):
             get(bad)
