@@ -29,7 +29,7 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,
 )
-stderr = Console(stderr=True, soft_wrap=True, highlight=False)
+stderr = Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)  # a path may hold ":name:"
 _debug = {"on": False}
 
 

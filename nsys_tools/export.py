@@ -302,7 +302,8 @@ class Export:
         """Read ``fields`` of ``table`` as a LazyFrame; ``where`` is an optional SQL filter.
 
         Columns this export lacks come back as nulls; large tables (or this export's window of
-        them) are read in rowid partitions, one per thread of Polars' pool, eight at most."""
+        them) are read in rowid partitions, one per thread of Polars' pool (which follows the
+        CPU affinity and ``POLARS_MAX_THREADS``)."""
         import polars as pl
 
         sql, schema = self.query(table, fields, where)
@@ -311,7 +312,7 @@ class Export:
             k, n = self.window
             step = -(-hi // n)
             lo, hi = min(hi, k * step), min(hi, (k + 1) * step)
-        parts = min(pl.thread_pool_size(), 8) if hi - lo > PARTITION_ROWS else 1
+        parts = pl.thread_pool_size() if hi - lo > PARTITION_ROWS else 1
         if parts > 1 or self.window:
             step = -(-(hi - lo) // parts)
             glue = " AND " if where else " WHERE "
