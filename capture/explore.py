@@ -85,7 +85,8 @@ def around_candidates(m: int, n: int) -> list[str]:
     """Named plans near the dispatcher's for this shape: its threads per row under every cache
     policy (0, 2, 4, 5), each with and without gamma and beta loaded with x (+8); half and twice
     the threads under 0, 2, 5, 8 and 10; for rows of at most 1024 floats, one, two and four rows
-    a block. Those that cannot hold the row in at most 8 float4 a thread are left out."""
+    a block. Those that cannot hold the row in at most 8 float4 a thread are left out. Where the
+    dispatcher compiles the width in, so do they (``_f``)."""
     plan = held_for(n, 4, m=m)
     names = [f"held_t{plan.tpr}_r{plan.rpb}_c{c + p}" for c in (0, 2, 4, 5) for p in (0, 8)]
     for tpr in (plan.tpr // 2, plan.tpr * 2):
@@ -93,7 +94,7 @@ def around_candidates(m: int, n: int) -> list[str]:
             names += [f"held_t{tpr}_c{c}" for c in (0, 2, 5, 8, 10)]
     if plan.tpr == 32:
         names += [f"held_t32_r{r}_c{c}" for r in (1, 2, 4) if r != plan.rpb for c in (0, 5)]
-    return names
+    return [name + "_f" for name in names] if plan.nfix else names
 
 
 def kernel_times(entries: list[tuple[str, list]], rounds: int = 3, iters: int = 50) -> dict[str, dict]:

@@ -81,6 +81,11 @@ PRELOAD_FROM_ELEMENTS = 3 << 20
 # One warp per block, not four rows a block, from this many rows on (14.37 and 14.50 µs against
 # 15.01 and 15.06 at 8192x768 without the preload), and wherever the preload is on.
 ONE_ROW_BLOCKS_FROM_M = 8192
+# Up to this width the dispatcher compiles N into the kernel (one build per N, as Inductor does):
+# masks and divisions by N go, and the narrow rows gain 1-4% (sweeps 20261130-011732-ln-fixed-*:
+# 2048x768 4.70 -> 4.54 µs rotate, 4.32 -> 4.13 reuse; 8192x768 reuse 12.67 -> 12.46; never
+# distinguishably slower at 512, 768 or 2048 floats). Wider rows are unmeasured and keep N an argument.
+FIXED_N_UP_TO = 2048
 
 
 def held_for(n: int, vec: int, tpr: int | None = None, m: int = 0) -> Held:
@@ -95,6 +100,8 @@ def held_for(n: int, vec: int, tpr: int | None = None, m: int = 0) -> Held:
             cache &= ~PRELOAD
         if tpr == 32 and (m >= ONE_ROW_BLOCKS_FROM_M or cache & PRELOAD):
             rpb = 1
+        nfix = n if n <= FIXED_N_UP_TO else 0
+        return Held(tpr, math.ceil(n / vec / tpr), vec, rpb, cache, nfix=nfix)
     return Held(tpr, math.ceil(n / vec / tpr), vec, rpb, cache)
 
 
@@ -124,10 +131,11 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
         return _bulk_config(variant, m, n, sm_count, *_numbers(bulk))
     explicit = HELD_NAME.match(variant)
     if explicit:
-        tpr, rpb, cache, minb, cap = _numbers(explicit, rpb=1)
+        tpr, rpb, cache, minb, cap = _numbers(explicit, rpb=1, skip=("fixed",))
         if vec == 4:
             _slots(variant, n, tpr)  # a register array past 8 float4 spills
-        held = replace(held_for(n, vec, tpr=tpr), rpb=rpb, cache=cache, minb=minb)
+        nfix = n if explicit.group("fixed") else 0  # ``_f``: the width compiled in
+        held = replace(held_for(n, vec, tpr=tpr), rpb=rpb, cache=cache, minb=minb, nfix=nfix)
         # Shared memory the kernel does not use, reserved so that at most ``cap`` blocks fit an SM
         # (the static part and the 1 KB per-block reserve fit in the 2 KB left over).
         pad = SHARED_PER_SM // cap - 2048 if cap else 0
@@ -149,10 +157,10 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
     return Launch(held.name, grid, held.threads, pad)
 
 
-def _numbers(match: re.Match, **defaults: int) -> list[int]:
-    """The numbers in a plan name, in order; an absent optional part is 0, or its ``defaults``
-    entry by group name (``rpb=1``)."""
-    return [int(v) if v else defaults.get(k, 0) for k, v in match.groupdict().items()]
+def _numbers(match: re.Match, skip: tuple[str, ...] = (), **defaults: int) -> list[int]:
+    """The numbers in a plan name, in order (groups named in ``skip`` are not numbers); an absent
+    optional part is 0, or its ``defaults`` entry by group name (``rpb=1``)."""
+    return [int(v) if v else defaults.get(k, 0) for k, v in match.groupdict().items() if k not in skip]
 
 
 def _require(variant: str, vec: int, arch: int = 0, sm90_feature: str = "") -> None:

@@ -87,7 +87,7 @@ IMPLS: dict[str, Impl] = {
         _ours("ours_2rows", "ours with two rows per block", HELD_MAX_N),
         _ours("ours_gridstride", "ours on a grid of 8 row-blocks per SM striding over rows", HELD_MAX_N),
         _ours("ours_regcap", "ours with __launch_bounds__ asking for 2x the resident blocks (a register cap)", HELD_MAX_N),
-        _ours("ours_fixed", "ours with the row width compiled into the kernel (one build per N, as Inductor does)", HELD_MAX_N),
+        _ours("ours_fixed", "ours with the row width compiled into the kernel at every width (ours does up to 2048)", HELD_MAX_N),
         Impl(
             "triton",
             lazy("kernels.triton_ln:make"),
@@ -136,7 +136,7 @@ IMPLS: dict[str, Impl] = {
 # reserving shared memory>].
 HELD_NAME = re.compile(
     r"^held_t(?P<tpr>32|64|128|256|512|1024)(?:_r(?P<rpb>[124]))?(?:_c(?P<cache>1[0-3]|[0-58-9]))?(?:_m(?P<minb>\d+))?"
-    r"(?:_o(?P<cap>[1-8]))?$"
+    r"(?:_o(?P<cap>[1-8]))?(?P<fixed>_f)?$"
 )
 # The same for the shared-memory-staged kernel (aligned rows only): staged_t<threads>[_c<0-4>][_m<min blocks>].
 STAGED_NAME = re.compile(r"^staged_t(?P<tpr>32|64|128|256|512|1024)(?:_c(?P<cache>[0-4]))?(?:_m(?P<minb>\d+))?$")

@@ -73,11 +73,13 @@ def test_ours_covers_every_width():
 
 def test_held_plan_keeps_the_row_in_registers():
     assert held_for(768, 4, tpr=128) == Held(128, 2, 4)  # the seed's #52 layout: a quad plus a masked tail slot
-    assert held_for(768, 4, m=2048) == Held(32, 6, 4, rpb=4)  # one warp per row, four rows per block
+    # one warp per row, four rows per block; up to 2048 floats the width is compiled in
+    assert held_for(768, 4, m=2048) == Held(32, 6, 4, rpb=4, nfix=768)
     # from 12 MiB on, gamma and beta are loaded with x (cache bit 8), one warp per block
-    assert held_for(768, 4, m=4096) == Held(32, 6, 4, rpb=1, cache=8)
-    assert held_for(256, 4, m=8192) == Held(32, 2, 4, rpb=1)  # many small rows: one warp per block, no preload
-    assert held_for(1024, 4, m=8192) == Held(64, 4, 4, cache=8)
+    assert held_for(768, 4, m=4096) == Held(32, 6, 4, rpb=1, cache=8, nfix=768)
+    assert held_for(256, 4, m=8192) == Held(32, 2, 4, rpb=1, nfix=256)  # many small rows: one warp per block, no preload
+    assert held_for(1024, 4, m=8192) == Held(64, 4, 4, cache=8, nfix=1024)
+    assert held_for(2048, 4, m=8192).nfix == 2048 and held_for(4096, 4, m=8192).nfix == 0
     assert held_for(2048, 4, m=1024).cache == 0 and held_for(2048, 4, m=4096).cache == 8
     assert held_for(16384, 4, m=4096).cache == 2  # no registers to spare for the preload
     assert held_for(2048, 4, m=8192).rpb == 1 and held_for(768, 1, m=8192).tpr == 128
@@ -92,17 +94,18 @@ def test_launch_configs():
     assert launch_config("block_tree", 4096, 768).grid == 4096
     assert launch_config("warp_row", 4096, 768).grid == 1024
     assert launch_config("ours", 1, 65536).kernel == "ln_block_tree"
-    assert launch_config("ours", 2048, 768) == Launch("ln_held<32,6,4,4,0,0,0>", 512, 128)
-    assert launch_config("ours", 8192, 768) == Launch("ln_held<32,6,4,1,8,0,0>", 8192, 32)
+    assert launch_config("ours", 2048, 768) == Launch("ln_held<32,6,4,4,0,0,768>", 512, 128)
+    assert launch_config("ours", 8192, 768) == Launch("ln_held<32,6,4,1,8,0,768>", 8192, 32)
     assert launch_config("ours_2rows", 2048, 768).grid == 256
     assert launch_config("ours", 4096, 4096) == Launch("ln_held<128,8,4,1,8,0,0>", 4096, 128)
     assert launch_config("ours_nc", 4096, 4096) == Launch("ln_held<128,8,4,1,9,0,0>", 4096, 128)  # keeps the preload
     assert launch_config("ours_2rows", 4096, 4096) == Launch("ln_held<128,8,4,2,8,0,0>", 2048, 256)
     # The width compiled in: the dispatcher's plan, N as a template argument.
-    assert launch_config("ours_fixed", 2048, 768) == Launch("ln_held<32,6,4,4,0,0,768>", 512, 128)
+    assert launch_config("ours_fixed", 4096, 4096) == Launch("ln_held<128,8,4,1,8,0,4096>", 4096, 128)
+    assert launch_config("held_t32_r4_c0_f", 2048, 768) == launch_config("ours", 2048, 768)
     assert launch_config("ours_fixed", 16384, 500, vec=4).kernel.endswith(",500>")
     assert launch_config("ours_gridstride", 4096, 4096, sm_count=132).grid == 8 * 132
-    assert launch_config("ours_cs", 2048, 768).kernel.endswith(",2,0,0>")
+    assert launch_config("ours_cs", 2048, 768).kernel.endswith(",2,0,768>")
     assert launch_config("ours", 1024, 8192) == Launch("ln_held<256,8,4,1,8,0,0>", 1024, 256)
     assert launch_config("ours", 1024, 16384) == Launch("ln_held<512,8,4,1,2,0,0>", 1024, 512)
     assert launch_config("ours", 1024, 16383, vec=1).kernel.startswith("ln_held<1024,")
