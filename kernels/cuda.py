@@ -81,10 +81,12 @@ PRELOAD_FROM_ELEMENTS = 3 << 20
 # One warp per block, not four rows a block, from this many rows on (14.37 and 14.50 µs against
 # 15.01 and 15.06 at 8192x768 without the preload), and wherever the preload is on.
 ONE_ROW_BLOCKS_FROM_M = 8192
-# Up to this width the dispatcher compiles N into the kernel (one build per N, as Inductor does):
-# masks and divisions by N go, and the narrow rows gain 1-4% (sweeps 20261130-011732-ln-fixed-*:
-# 2048x768 4.70 -> 4.54 µs rotate, 4.32 -> 4.13 reuse; 8192x768 reuse 12.67 -> 12.46; never
-# distinguishably slower at 512, 768 or 2048 floats). Wider rows are unmeasured and keep N an argument.
+# Up to this width the dispatcher compiles N into the kernel (one build per N, as Inductor does)
+# where one warp holds the row or gamma and beta are not preloaded: masks and divisions by N go,
+# and those rows gain 1-4% (sweeps 20261130-011732-ln-fixed-*: 2048x768 4.70 -> 4.54 µs rotate,
+# 4.32 -> 4.13 reuse; 8192x768 reuse 12.67 -> 12.46; 1024x2048 5.18 -> 5.09). With the preload
+# and more than one warp per row it loses (20261130-012712-ln-reuse: 8192x1024 17.95 µs against
+# 17.12, 4096x2048 18.02 against 17.28 in 20261129-231949-ln-reuse). Wider rows are unmeasured.
 FIXED_N_UP_TO = 2048
 
 
@@ -100,7 +102,7 @@ def held_for(n: int, vec: int, tpr: int | None = None, m: int = 0) -> Held:
             cache &= ~PRELOAD
         if tpr == 32 and (m >= ONE_ROW_BLOCKS_FROM_M or cache & PRELOAD):
             rpb = 1
-        nfix = n if n <= FIXED_N_UP_TO else 0
+        nfix = n if n <= FIXED_N_UP_TO and (tpr == 32 or not cache & PRELOAD) else 0
         return Held(tpr, math.ceil(n / vec / tpr), vec, rpb, cache, nfix=nfix)
     return Held(tpr, math.ceil(n / vec / tpr), vec, rpb, cache)
 

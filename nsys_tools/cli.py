@@ -788,6 +788,9 @@ def ledger_reject(
     metric: Annotated[str, typer.Option(help='What it measured, e.g. "36.49 µs kernel at 4096x4096 vs 34.47".')],
     why: Annotated[str, typer.Option(help="Why it was not kept.")],
     sweep: Annotated[Optional[str], typer.Option(help="The sweep the metric comes from.")] = None,
+    op: Annotated[
+        Optional[str], typer.Option(help="The op it is a variant of, where no --sweep says (issue comments show an op's own).")
+    ] = None,
     ledger: LedgerOption = None,
 ) -> None:
     """Record a variant that was measured and not kept; reports carry a "Rejected so far" table.
@@ -797,7 +800,7 @@ def ledger_reject(
     path = ledger or L.default_path()
     if ledger is None and not path.exists():
         raise BadExport(path, "no ledger here", "pass --ledger PATH to start one")
-    L.reject(path, variant, metric, why, sweep)
+    L.reject(path, variant, metric, why, sweep, op)
     stderr.print(f"{variant}: recorded as rejected in {path}", markup=False)
 
 

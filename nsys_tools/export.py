@@ -178,9 +178,7 @@ def check_sqlite(path: Path) -> None:
     if not path.exists():
         raise BadExport(path, "no such file", "check the path" + (" (a broken symlink)" if path.is_symlink() else ""))
     if path.is_dir():
-        raise BadExport(
-            path, "is a folder, not an export", "pass the .sqlite or .nsys-rep files inside it"
-        )
+        raise BadExport(path, "is a folder, not an export", "pass the .sqlite or .nsys-rep files inside it")
     try:
         size = path.stat().st_size
         with path.open("rb") as fh:

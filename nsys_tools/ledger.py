@@ -309,24 +309,27 @@ def ratio_spread(
     )
 
 
-def reject(path: Path, variant: str, metric: str, why: str, session: str | None = None) -> dict:
+def reject(path: Path, variant: str, metric: str, why: str, session: str | None = None, op: str | None = None) -> dict:
+    """Record ``variant`` as measured and not kept, with the sweep its metric comes from and the op
+    it is a variant of (where the sweep does not say, as for a measurement outside any sweep)."""
     row = {
         "variant": variant,
         "metric": metric,
         "why": why,
         "session_id": session,
+        "op": op,
         "added_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     db = _db(path, create=True)
     with reading(path), db.conn:
-        db["rejected"].upsert(row, pk="variant")
+        db["rejected"].upsert(row, pk="variant", alter=True)
     return row
 
 
 def rejected(path: Path = DEFAULT_PATH, op: str | None = None) -> pl.DataFrame:
-    """The variants measured and not kept; with ``op``, those whose sweep measured that op (and
-    those recorded without a sweep)."""
-    schema = {"variant": pl.String, "metric": pl.String, "why": pl.String, "session_id": pl.String}
+    """The variants measured and not kept; with ``op``, those recorded for that op or whose sweep
+    measured it (and those recorded with neither, which could be of any op)."""
+    schema = {"variant": pl.String, "metric": pl.String, "why": pl.String, "session_id": pl.String, "op": pl.String}
     if not Path(path).exists():
         return pl.DataFrame(schema=schema)
     db = _db(path)
@@ -336,10 +339,11 @@ def rejected(path: Path = DEFAULT_PATH, op: str | None = None) -> pl.DataFrame:
         rows = list(db["rejected"].rows_where(order_by="added_utc"))
     if not rows:
         return pl.DataFrame(schema=schema)
-    df = pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None).select(*schema)
+    df = pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema)
     if op:
-        of_op = stats(path).filter(pl.col("op") == op)["session_id"].unique()
-        df = df.filter(pl.col("session_id").is_null() | pl.col("session_id").is_in(of_op.implode()))
+        ops = stats(path).select("session_id", pl.col("op").alias("session_op")).unique("session_id")
+        df = df.join(ops, on="session_id", how="left").with_columns(of=pl.coalesce("op", "session_op"))
+        df = df.filter(pl.col("of").is_null() | (pl.col("of") == op)).select(*schema)
     return df
 
 

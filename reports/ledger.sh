@@ -30,12 +30,27 @@ reject bulk_t128_s3_b4 --sweep 20261129-194925-bulk --metric "34.96 µs at 4096x
   --why "persistent blocks fed by bulk copies (TMA), three 16 KB rows in flight each: as fast as PyTorch's copy kernel with a clean L2 (31.2 vs 31.0 µs, Nsight Compute) but not in a sweep, where every call writes back the previous call's output"
 reject bulk_t512_s3_b1 --sweep 20261129-200325-wide --metric "36.90 µs at 1024x16384 vs 37.82 (held_t512_c2), but 141.92 vs 134.59 at 4096x16384" \
   --why "one persistent block per SM wins with 8 rows per block and loses with 31; not put in the dispatcher"
-reject bulk_t128_s3_b4_c8 --metric "37.84 µs per call vs 37.11 with register stores (explore --timer rotate, reports/explore/bulk-rotate)" \
+reject bulk_t128_s3_b4_c8 --op layernorm --metric "37.84 µs per call vs 37.11 with register stores (explore --timer rotate, reports/explore/bulk-rotate)" \
   --why "bulk stores out of shared memory cost a second barrier per row and free each stage a row later"
-reject held_t256_c2_o3 --metric "43.77 µs per call at 4096x4096 vs ours 37.78; 38.45 with 6 blocks per SM (explore --timer rotate, reports/explore/occupancy-rotate)" \
+reject held_t256_c2_o3 --op layernorm --metric "43.77 µs per call at 4096x4096 vs ours 37.78; 38.45 with 6 blocks per SM (explore --timer rotate, reports/explore/occupancy-rotate)" \
   --why "fewer rows in flight per SM (a smaller memory window) is slower at every cap"
 reject cluster_c2_t256 --sweep 20261129-201326-cluster --metric "44.45 µs at 4096x4096 vs ours 34.61; 9.06 vs 5.70 at 1024x2048; four blocks per row 71.34" \
   --why "a row split across a thread-block cluster gives each block a copy kernel's few KB, but the cluster barriers and co-scheduling cost far more than they save"
 reject held_t512_c2 --sweep 20261129-203009-wide --metric "36.26 µs at 2048x8192 vs 36.51 (256 threads); 50.99 vs 51.60 at 4096x6144; but 69.70 vs 69.31 at 4096x8192" \
   --why "512 threads for rows of 4097-8192 floats: within about 1% either way, not a clear win"
+reject held_t64_c8_f --sweep 20261130-012712-ln-reuse --metric "17.95 µs at 8192x1024 vs 17.12 with N an argument (20261129-231949-ln-reuse); held_t128_c8_f 18.02 vs 17.28 at 4096x2048" \
+  --why "the row width compiled in, with gamma and beta preloaded and more than one warp per row: slower, where it gains 1-4% for one warp per row or without the preload"
+# Matmul (CUDA events, capture/matmul_bench.py, reports/matmul/20261129-2304-final.json): time x cuBLAS's at
+# 4096^3, 8192^3, 4096^2x1024, 2048x11008x4096 (reports/matmul-variants.md has the lineage).
+mm() { reject "$@"; }
+mm mma_128x256 --op matmul_bf16 --metric "0.29 / 0.33 / 0.29 / 0.27 of cuBLAS's throughput (bf16)" \
+  --why "8 warps on 128x256 tiles: one block of 228-register warps per SM instead of two; slower than 128x128 at every shape"
+mm wgmma_n128 --op matmul_bf16 --metric "0.69 / 0.75 / 0.59 / 0.74 of cuBLAS's throughput (bf16)" \
+  --why "128-wide tiles: half the work per barrier and per byte of B; slower everywhere"
+mm wgmma_n256_s4_k1 --op matmul_bf16 --metric "0.88 / 0.97 / 0.69 / 0.82 of cuBLAS's throughput (bf16)" \
+  --why "one wgmma batch kept in flight: predicted +5-10%, measured no gain"
+mm wgmma_n256_s3_k1_e_p --op matmul_bf16 --metric "0.95 / 0.96 / 0.98 / 0.88 of cuBLAS's throughput (bf16)" \
+  --why "the chosen kernel with one batch kept in flight: 1-3% under wgmma_n256_s3_e_p at every shape"
+mm wgmma_n256_s4_p_tf32 --op matmul_tf32 --metric "0.92 / 0.92 / 0.98 / 1.01 of cuBLAS's throughput (TF32)" \
+  --why "a persistent grid is no better than one tile per block; no TMA-store or in-flight variant fits TF32's register budget"
 nsys-tools ledger list --ledger "$L" --format csv > /dev/null

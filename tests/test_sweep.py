@@ -322,3 +322,19 @@ def test_matmul_ops_know_the_h200_peak():
 
     peaks = {op.dtype: op.peaks["NVIDIA H200"][0] for op in OPS}
     assert peaks == {"bf16": 989.5, "tf32": 494.5}
+
+
+def test_rejected_variants_keep_to_their_op(tmp_path):
+    """A comment lists its own op's rejected variants: by --op, else by the sweep's op."""
+    book = tmp_path / "ledger.sqlite"
+    res = runner.invoke(app, ["ledger", "add", str(QUIET), str(MATMUL_BF16), "--ledger", str(book)])
+    assert res.exit_code == 0, res.stderr
+    ledger.reject(book, "by_sweep", "m", "w", session=MATMUL_BF16.name)
+    ledger.reject(book, "by_op", "m", "w", op="layernorm")
+    ledger.reject(book, "unknown", "m", "w")
+    ledger.reject(book, "named_mm", "m", "w", op="matmul_bf16")
+    assert ledger.rejected(book, "layernorm")["variant"].to_list() == ["by_op", "unknown"]
+    assert ledger.rejected(book, "matmul_bf16")["variant"].to_list() == ["by_sweep", "unknown", "named_mm"]
+    assert ledger.rejected(book).height == 4
+    md = runner.invoke(app, ["report", str(MATMUL_BF16), "--issue", "--ledger", str(book)]).stdout
+    assert "| by\\_sweep |" in md and "| named\\_mm |" in md and "by\\_op" not in md
