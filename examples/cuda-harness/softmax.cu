@@ -8,7 +8,8 @@
 //           the maximum grows), then a second pass writes: ours
 //
 // The convention (README, "Bring your own kernel"):
-//   - each timed range is an NVTX range named <op>/<impl>/<shape>/<l2>/r<round>;
+//   - each timed range is an NVTX range named <op>/<impl>/<shape>/<l2>/r<round>/n<calls>, the
+//     calls being how many it makes (each call's GPU operations are then summed into one time);
 //   - every round runs every implementation once, the order rotated by one each round;
 //   - the buffers it times are allocated before timing; with --l2 cold, the inputs rotate over
 //     enough sets to exceed twice the L2, so no call finds its input in cache;
@@ -270,7 +271,8 @@ int main(int argc, char** argv) {
       const size_t count = o.impls.size();
       for (size_t j = 0; j < count; ++j) {
         const std::string& impl = o.impls[(j + r) % count];  // rotated by one each round
-        const std::string range = "softmax/" + impl + "/" + s.name + "/" + o.l2 + "/r" + std::to_string(r);
+        const std::string range =
+            "softmax/" + impl + "/" + s.name + "/" + o.l2 + "/r" + std::to_string(r) + "/n" + std::to_string(o.iters);
         nvtxRangePushA(range.c_str());
         for (int i = 0; i < o.iters; ++i) call(s, impl);
         nvtxRangePop();
