@@ -24,8 +24,8 @@ window or a bucket. Views whose partial needs the operations in time order (``vi
 time into ``SLOTS`` consecutive slots of the operations' span: its groups of buckets are slices
 of the timeline in order, and the view's ``window`` folds them one after another, carrying what
 the next slice needs (a timeline's busy operation, an instance's last end), then ``close`` merges.
-Peak memory is set by ``WINDOW_ROWS``, ``BUCKET_BYTES`` and ``SPILL_BYTES``, not by the export
-(and, for ``ranges``, by the number of range instances that launch GPU work).
+Peak memory is set by ``WINDOW_ROWS``, ``WINDOW_BYTES``, ``BUCKET_BYTES`` and ``SPILL_BYTES``, not by the
+export (and, for ``ranges``, by the number of range instances that launch GPU work).
 
 Using the cores: each window is read in rowid partitions, one per thread (``Export.select``),
 and the next window is read while this one is bucketed; the pieces of a splittable view run
@@ -51,6 +51,7 @@ from .spill import Spill
 from .trace import Trace
 
 WINDOW_ROWS = 2_000_000  # rows of a table read at a time
+WINDOW_BYTES = 80 * 2**20  # and at most this many bytes of them (8 a field): wide reads take fewer rows
 BUCKET_BYTES = 48 * 2**20  # rows of the large tables a piece holds, in bytes
 SPILL_BYTES = 128 * 2**20  # held in memory before buckets go to disk
 SLOTS = 4  # time slots per slice of the ordered views' rows (each flush to disk writes every slot)
@@ -174,7 +175,11 @@ def _read_ahead(ex: Export, reads: dict[Read, str]) -> Iterator[tuple[str, pl.Da
     """Each recorded read's rows (its stream's name, the frame), one rowid window at a time, in
     order. The next window is read on another thread (SQLite and connectorx release the GIL)
     while the caller buckets this one: at most two windows are held."""
-    jobs = [(stream, window, read) for read, stream in reads.items() for window in ex.windows([read[0]], WINDOW_ROWS)]
+    jobs = [
+        (stream, window, read)
+        for read, stream in reads.items()
+        for window in ex.windows([read[0]], min(WINDOW_ROWS, WINDOW_BYTES // (8 * len(read[1]))))
+    ]
     with ThreadPoolExecutor(max_workers=1) as pool:
         ahead = None
         for stream, window, read in jobs:

@@ -14,6 +14,7 @@ over the size wanted) and let ``groups`` merge them by the sizes actually seen.
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -91,14 +92,14 @@ class Spill:
 
         if self._folder is None:
             self._folder = tempfile.TemporaryDirectory(prefix="nsys-tools-spill-")
-        streams: dict[str, list[tuple[int, pa.Table]]] = defaultdict(list)
-        for (stream, b), pieces in self.held.items():
-            streams[stream].append((b, pl.concat(pieces, how="vertical", rechunk=True).to_arrow()))
-        for stream, tables in streams.items():
+        for stream in dict.fromkeys(s for s, _ in self.held):
             path = Path(self._folder.name) / f"{stream}-{self.flushes}.arrow"
-            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, tables[0][1].schema) as writer:
+            # One bucket at a time: each copy is written and dropped before the next is made.
+            tables = ((b, self._pop(stream, b)) for b in range(self.buckets) if (stream, b) in self.held)
+            first = next(tables)
+            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, first[1].schema) as writer:
                 written = 0
-                for b, table in tables:
+                for b, table in itertools.chain([first], tables):
                     batches = table.to_batches()
                     for batch in batches:
                         writer.write_batch(batch)
@@ -107,6 +108,10 @@ class Spill:
         self.held.clear()
         self.held_bytes = 0
         self.flushes += 1
+
+    def _pop(self, stream: str, b: int):
+        """What ``stream`` holds of bucket ``b``, as one Arrow table, no longer held."""
+        return pl.concat(self.held.pop((stream, b)), how="vertical", rechunk=True).to_arrow()
 
 
 def _read(path: Path, batches: range) -> pl.DataFrame:

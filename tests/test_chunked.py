@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -209,3 +212,17 @@ def test_spill_keeps_every_row_in_its_bucket():
         assert set((part["correlation_id"] % 10).unique()) <= set(g)
     assert_frame_equal(pl.concat(back).sort("correlation_id", "v"), pl.concat(frames).sort("correlation_id", "v"))
     assert spread == [10] * 5 + [9] * 5  # rows without a key are spread evenly
+
+
+def _allocator_setting(environ: dict) -> str:
+    """``_RJEM_MALLOC_CONF`` as Polars' allocator reads it, in a fresh process that imports this
+    package before Polars."""
+    code = "import nsys_tools, polars, os; print(os.environ['_RJEM_MALLOC_CONF'])"
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"} | environ
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_freed_pages_are_returned_soon_unless_the_user_says_otherwise():
+    # jemalloc takes the last setting of each option: ours follows Polars' defaults.
+    assert _allocator_setting({}).endswith("dirty_decay_ms:100,muzzy_decay_ms:0")
+    assert _allocator_setting({"_RJEM_MALLOC_CONF": "dirty_decay_ms:2000"}).endswith(",dirty_decay_ms:2000")

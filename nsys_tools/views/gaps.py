@@ -81,7 +81,9 @@ def window(ops: pl.DataFrame, keys: Sequence[str], state, *, min_gap_ns: int = M
     found, held = state if state is not None else ([], None)
     ops = ops if held is None else pl.concat([held, ops], how="vertical_relaxed")
     gaps = partial(ops.lazy(), keys, min_gap_ns=min_gap_ns)
-    found.append(gaps.with_columns(pl.col(pl.String).cast(pl.Categorical)).collect())  # names held once
+    # Names held once; and copied out of the slice (its few rows can be views of the slice's
+    # columns, which would otherwise stay in memory until the end, slice after slice).
+    found.append(gaps.with_columns(pl.col(pl.String).cast(pl.Categorical)).collect().shrink_to_fit())
     line = timeline(keys)
     ordered = ops.sort([*line, "start_ns", "end_ns"], nulls_last=True)
     busy = ordered.filter(pl.col("end_ns") == pl.col("end_ns").cum_max().over(line))
