@@ -28,18 +28,18 @@ Peak memory is set by ``WINDOW_ROWS``, ``WINDOW_BYTES``, ``BUCKET_BYTES`` and ``
 export (and, for ``ranges``, by the number of range instances that launch GPU work).
 
 Using the cores: each window is read in rowid partitions, one per thread (``Export.select``),
-and the next window is read while this one is bucketed; the pieces of a splittable view run
-``PIECE_THREADS`` at a time, each of that fraction of ``BUCKET_BYTES``. How an export is cut
-does not depend on the cores, so neither do its partial tables.
+and the next window is read while this one is bucketed. Pieces run one after another: each sees
+nearly all the NVTX ranges, so smaller pieces run side by side cost more range matching than
+they save (at 30M kernels and 236k ranges, quarter-size pieces four at a time took 72 s on two
+cores against 48 s one at a time: ``reports/big-exports.md``). How an export is cut does not
+depend on the cores, so neither do its partial tables.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 import polars as pl
 
@@ -56,11 +56,9 @@ BUCKET_BYTES = 48 * 2**20  # rows of the large tables a piece holds, in bytes
 SPILL_BYTES = 128 * 2**20  # held in memory before buckets go to disk
 SLOTS = 4  # time slots per slice of the ordered views' rows (each flush to disk writes every slot)
 SLICE_BYTES = 16 * 2**20  # rows of an ordered view folded at a time (sorted and joined: a few copies)
-PIECE_THREADS = 4  # pieces of a splittable view run at once at most, each of BUCKET_BYTES / PIECE_THREADS
 LARGE = (S.KERNEL, S.MEMCPY, S.MEMSET, S.RUNTIME, S.DRIVER)
 KEY = "correlation_id"
 
-T = TypeVar("T")
 Read = tuple[str, tuple[Field, ...], str]  # (table, fields, where) of one read of a large table
 
 
@@ -70,14 +68,12 @@ class _Shared(Export):
     read of a small table made once for all pieces (``memo``)."""
 
     memo: dict = field(default_factory=dict, compare=False, repr=False)
-    lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     def fetch(self, sql, schema):
         key = tuple(sql) if isinstance(sql, list) else sql
-        with self.lock:  # pieces run on several threads: each small table is read once
-            if key not in self.memo:
-                self.memo[key] = Export.fetch(self, sql, schema)
-            return self.memo[key]
+        if key not in self.memo:
+            self.memo[key] = Export.fetch(self, sql, schema)
+        return self.memo[key]
 
 
 @dataclass(frozen=True)
@@ -115,60 +111,41 @@ class _Piece(_Shared):
         return self.taken[stream].lazy()
 
 
-def bucket_count(ex: Export, reads: Iterable[Read], size: int = BUCKET_BYTES) -> int:
-    """Enough buckets that none can exceed ``size`` bytes, from the tables' row counts (an
+def bucket_count(ex: Export, reads: Iterable[Read]) -> int:
+    """Enough buckets that none can exceed ``BUCKET_BYTES``, from the tables' row counts (an
     upper bound: most API calls are not launches); ``Spill.groups`` then joins buckets up to
     that size by what they actually received."""
     total = sum(ex.rows(table) * 8 * len(fields) for table, fields, _ in reads if ex.has(table))
-    return max(1, -(-total // size))
-
-
-def threads() -> int:
-    """Threads this process may use: the size of Polars' pool, which follows the CPU affinity
-    (``taskset``) and ``POLARS_MAX_THREADS`` (set for each Dask worker)."""
-    return pl.thread_pool_size()
+    return max(1, -(-total // BUCKET_BYTES))
 
 
 def view_partial(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.DataFrame:
     """View ``view``'s partial table of ``ex`` (``views.partial``), in bounded memory when the
     view allows it."""
     if view in views.SPLITTABLE:
-        pieces = _pieces(ex, view, by, options, lambda trace: views.partial(view, trace, by, **options).collect(), PIECE_THREADS)
+        pieces = [views.partial(view, trace, by, **options).collect() for trace in _pieces(ex, view, by, options)]
         return pl.concat(pieces, how="diagonal_relaxed")
     if view in views.ORDERED:
         return _ordered(ex, view, by, options)
     return views.partial(view, Trace(ex), by, **options).collect()
 
 
-def _pieces(ex: Export, view: str, by: Sequence[str], options: dict, each: Callable[[Trace], T], at_once: int = 1) -> list[T]:
-    """``each`` of ``ex`` as traces whose large tables hold one group of buckets each (split by
-    launch), in the groups' order. Each group holds an ``at_once``-th of ``BUCKET_BYTES``, and
-    up to ``at_once`` pieces run at once on threads (Polars releases the GIL), as many as
-    ``threads()`` allows: the rows held at once stay the same, and the pieces, so the table,
-    do not depend on the cores."""
+def _pieces(ex: Export, view: str, by: Sequence[str], options: dict) -> Iterator[Trace]:
+    """``ex`` as traces whose large tables hold one group of buckets each (split by launch)."""
     memo: dict = {}
-    whole = dict(path=ex.path, source=ex.source, tables=ex.tables, window=(0, 1), memo=memo, lock=threading.Lock())
+    whole = dict(path=ex.path, source=ex.source, tables=ex.tables, window=(0, 1), memo=memo)
     dry = _DryRun(**whole)
     if view in views.ORDERED:  # its partial needs typed columns; its reads are all in ``read``
         views.read(view, Trace(dry), by, **options).collect()
     else:
         views.partial(view, Trace(dry), by, **options).collect()
-    size = BUCKET_BYTES // at_once
-    workers = max(1, min(threads(), at_once))
-    with Spill(bucket_count(ex, dry.reads, size), KEY, SPILL_BYTES) as spill:
+    with Spill(bucket_count(ex, dry.reads), KEY, SPILL_BYTES) as spill:
         for stream, rows in _read_ahead(ex, dry.reads):
             spill.add(stream, rows)
         if spill.flushes:  # past the budget: the rest goes to disk too, the pieces need the memory
             spill.flush()
-        groups = spill.groups(size)
-
-        def piece(group: list[int]) -> T:  # its trace, and the frames it holds, go when it is done
-            return each(Trace(_Piece(**whole, spill=spill, streams=dry.reads, group=tuple(group))))
-
-        if workers == 1 or len(groups) == 1:
-            return [piece(group) for group in groups]
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(piece, groups))
+        for group in spill.groups(BUCKET_BYTES):
+            yield Trace(_Piece(**whole, spill=spill, streams=dry.reads, group=tuple(group)))
 
 
 def _read_ahead(ex: Export, reads: dict[Read, str]) -> Iterator[tuple[str, pl.DataFrame]]:
@@ -199,16 +176,12 @@ def _ordered(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.Data
     slot = ((pl.col("start_ns") - first) * slots / (last - first + 1)).floor().cast(pl.Int64)
     sides = []
     with Spill(slots, "_slot", SPILL_BYTES // 4) as timed:  # held beside the first store
-
-        def split(trace: Trace) -> None:  # one piece at a time, in order: each is stored before the next
-            nonlocal sides
+        for trace in _pieces(ex, view, by, options):
             rows, side = module.split(views.read(view, trace, by, **options), by)
             rows = rows.with_columns(pl.col(pl.Categorical).cast(pl.String))  # IPC files: one dictionary each
             timed.add("rows", rows.with_columns(_slot=slot.clip(0, slots - 1).fill_null(slots - 1)).collect())
             if side is not None:  # the same rows from every piece that sees them: kept once
                 sides = [pl.concat([*sides, side.collect()], how="vertical_relaxed").unique()]
-
-        _pieces(ex, view, by, options, split)
         if timed.flushes:
             timed.flush()
         state = None

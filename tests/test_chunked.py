@@ -94,15 +94,15 @@ def test_pieces_and_spill_files_are_used(tiny, monkeypatch):
     assert seen["groups"] > 5 and seen["flushes"] > 5
 
 
-def test_pieces_on_threads_give_the_partial_of_one_thread(tiny, monkeypatch):
-    """Pieces run several at a time on threads, and the cut does not depend on how many: the
-    same partial rows on one thread and on four, so the same table to the last bit (a finer
-    cut sums the standard deviation's terms in another order)."""
+def test_the_cut_does_not_depend_on_the_cores(tiny, monkeypatch):
+    """Reads use one rowid partition per thread, but how an export is cut into pieces does not
+    depend on the threads: the same partial rows on one thread and on four, so the same table
+    to the last bit (a different cut sums the standard deviation's terms in another order)."""
     ex = open_export(EXPORTS["doubled-launch"])
     keys = ["gpu_id", "gpu_name"]
     partials, tables = {}, {}
     for n in (1, 4):
-        monkeypatch.setattr(chunked, "threads", lambda n=n: n)
+        monkeypatch.setattr(pl, "thread_pool_size", lambda n=n: n)
         partials[n] = chunked.view_partial(ex, "kernels", keys, {"include_memops": True})
         tables[n] = views.finalize("kernels", partials[n].lazy(), keys).collect()
     assert partials[1].height > 10 and partials[4].height == partials[1].height
