@@ -95,16 +95,16 @@ def held_for(n: int, vec: int, tpr: int | None = None, m: int = 0) -> Held:
     ``tpr`` forces the threads per row (one row per block, default caching)."""
     if n > HELD_MAX_N:
         raise UnsupportedShape(None, f"the register-held kernels cover rows up to N = {HELD_MAX_N}, got N = {n}")
-    rpb, cache = 1, 0
+    rpb, cache, nfix = 1, 0, 0
     if tpr is None:
         _, tpr, rpb, cache = next(row for row in (HELD_PLAN_VEC4 if vec == 4 else HELD_PLAN_VEC1) if n <= row[0])
         if m * n < PRELOAD_FROM_ELEMENTS:
             cache &= ~PRELOAD
         if tpr == 32 and (m >= ONE_ROW_BLOCKS_FROM_M or cache & PRELOAD):
             rpb = 1
-        nfix = n if n <= FIXED_N_UP_TO and (tpr == 32 or not cache & PRELOAD) else 0
-        return Held(tpr, math.ceil(n / vec / tpr), vec, rpb, cache, nfix=nfix)
-    return Held(tpr, math.ceil(n / vec / tpr), vec, rpb, cache)
+        if n <= FIXED_N_UP_TO and (tpr == 32 or not cache & PRELOAD):
+            nfix = n
+    return Held(tpr, math.ceil(n / vec / tpr), vec, rpb, cache, nfix=nfix)
 
 
 def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM_COUNT_DEFAULT, arch: int = 90) -> Launch:
