@@ -715,7 +715,8 @@ def scrub(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            help="Exports (.sqlite) to scrub in place (the file behind a symlink), or folders: every .sqlite under them."
+            help="Exports (.sqlite) to scrub in place (the file behind a symlink), or folders: every .sqlite under them "
+            "(hidden ones, such as caches, skipped)."
         ),
     ],
     check: Annotated[
@@ -725,13 +726,14 @@ def scrub(
 ) -> None:
     """Remove the profiled process's environment, user and host names, home paths, command lines and
     credentials from exports, and nothing the analysis reads (kernel, API and NVTX names stay)."""
+    from .inputs import files_in
     from .scrub import check as check_export
     from .scrub import scrub as scrub_export
 
     failures, unclean = [], []
     files: list[Path] = []
     for path in paths:
-        found = sorted(p for p in path.rglob("*.sqlite") if p.is_file()) if path.is_dir() else [path]
+        found = files_in(path, (".sqlite",)) if path.is_dir() else [path]
         if not found:
             failures.append(BadExport(path, "holds no .sqlite exports", "point at an export or a folder of them"))
         files += found

@@ -22,12 +22,18 @@ from .export import REPORT_SUFFIXES
 EXPORT_SUFFIXES = (".sqlite", *REPORT_SUFFIXES)
 
 
-def _exports_in(folder: Path) -> list[Path]:
+def files_in(folder: Path, suffixes: tuple[str, ...] = EXPORT_SUFFIXES) -> list[Path]:
+    """The files under ``folder`` ending in one of ``suffixes``, in order; hidden files and
+    folders (caches, partial writes) are skipped, and symlinked folders are not followed."""
     found = []
-    for root, dirs, files in os.walk(folder):  # symlinked folders are not followed: no loops
+    for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found += [Path(root, f) for f in sorted(files) if not f.startswith(".") and f.endswith(EXPORT_SUFFIXES)]
-    found = [q for q in found if q.is_file()]
+        found += [Path(root, f) for f in sorted(files) if not f.startswith(".") and f.endswith(suffixes)]
+    return [q for q in found if q.is_file()]
+
+
+def _exports_in(folder: Path) -> list[Path]:
+    found = files_in(folder)
     reports = {q.with_suffix("") for q in found if q.suffix in REPORT_SUFFIXES}
     return [q for q in found if q.suffix in REPORT_SUFFIXES or q.with_suffix("") not in reports]
 

@@ -294,10 +294,12 @@ def test_a_folder_means_every_export_under_it(fixture_copy, tmp_path):
     inner = nested / path.name
     path.rename(inner)
     plant(inner)
+    partial = nested / f".{path.name}.tmp.sqlite"  # a write in progress, as replaced_atomically names it
+    partial.write_bytes(b"partial")
     res = CliRunner().invoke(app, ["scrub", "--check", str(tmp_path / "sweep")])
     assert res.exit_code == 1 and f"{inner}: would remove" in res.stderr and "1 of 1 exports hold identity" in res.stderr
     assert CliRunner().invoke(app, ["scrub", str(tmp_path / "sweep")]).exit_code == 0
-    assert SECRET.encode() not in inner.read_bytes()
+    assert SECRET.encode() not in inner.read_bytes() and partial.read_bytes() == b"partial"
     empty = tmp_path / "empty"
     empty.mkdir()
     res = CliRunner().invoke(app, ["scrub", "--check", str(empty)])
