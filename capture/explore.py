@@ -1,6 +1,6 @@
 """Explore launch plans of our kernels, timed beside the controls, before a sweep.
 
-    python -m capture.explore --shapes 4096x768,8192x768,1024x2048,4096x4096 --out DIR
+    python -m nsys_tools.capture.explore --shapes 4096x768,8192x768,1024x2048,4096x4096 --out DIR
 
 For each shape it times every reasonable ``ln_held`` instantiation (threads per row, rows per
 block, cache policy, grid-stride), every ``ln_bulk`` plan that fits in shared memory (threads,
@@ -9,8 +9,8 @@ against a float64 reference first; ``--plans`` picks the kernels, ``--only`` lim
 the registry knows. ``--timer flush`` (the default) is ``do_bench``: the L2 cleared before every
 call, the median of CUDA-event times. ``--timer rotate`` runs the calls back to back over buffer
 sets past twice the L2, as a sweep does, and reports the mean per call. ``--timer kernel`` runs
-them as a sweep's rounds do (every implementation ``--iters`` calls a round, the order rotated
-each round, over the same buffer sets) and reads each kernel's duration from CUPTI through
+them as a sweep's rounds do (every implementation ``--iters`` calls a round, the order shuffled
+anew each round from seed 0, over the same buffer sets) and reads each kernel's duration from CUPTI through
 ``torch.profiler``, as Nsight Systems does: launch gaps and per-call Python overhead (which
 differ between CuPy, Triton and ``torch.compile``) stay out. ``--outputs`` picks the sweep's
 output policy: ``rotate`` gives every buffer set its own output, ``reuse`` (the default) one
@@ -29,12 +29,12 @@ import statistics
 import time
 from pathlib import Path
 
-from kernels.cuda import Held, Launch, compile_kernels, held_for, launch_config, launcher
-from kernels.layernorm import OP
-from kernels.registry import IMPLS, UnsupportedShape, get, problem
-from nsys_tools.convention import rotated
+from nsys_tools.convention import DEFAULT_OUTPUTS, OUTPUT_POLICIES, round_orders
+from nsys_tools.kernels.cuda import Held, Launch, compile_kernels, held_for, launch_config, launcher
+from nsys_tools.kernels.layernorm import OP
+from nsys_tools.kernels.registry import IMPLS, UnsupportedShape, get, problem
 
-from .harness import OUTPUT_POLICIES, buffer_sets, check
+from .harness import buffer_sets, check
 
 MARKER = "explore_marker"  # an empty kernel launched between blocks of calls, to split the CUPTI record
 
@@ -113,8 +113,8 @@ def kernel_times(entries: list[tuple[str, list]], rounds: int = 3, iters: int = 
             fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for rnd in range(rounds):
-            for label, fns in rotated(entries, rnd):
+        for rnd, round_order in enumerate(round_orders(entries, rounds, seed=0)):
+            for label, fns in round_order:
                 marker((1,), (1,), ())
                 for _ in range(iters):
                     fns[calls % len(fns)]()
@@ -198,7 +198,7 @@ def summary(rows: list[dict], controls: tuple[str, ...] = ("triton", "inductor",
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m capture.explore", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m nsys_tools.capture.explore", description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", default="4096x768,8192x768,1024x2048,4096x4096")
     p.add_argument("--impls", default=",".join(IMPLS))
     p.add_argument("--plans", default="held,bulk", help="which kernels' launch plans to sweep: held, bulk, around")
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
         help="flush: do_bench, the L2 cleared before each call; rotate: back-to-back calls over buffer sets past 2x "
         "the L2, events around the batch; kernel: the same calls in a sweep's rounds, CUPTI kernel durations",
     )
-    p.add_argument("--outputs", default="reuse", help="rotate (an output per buffer set), reuse (one per shape), or both")
+    p.add_argument("--outputs", default=DEFAULT_OUTPUTS, help="rotate (an output per buffer set), reuse (one per shape), or both")
     p.add_argument("--rounds", type=int, default=3, help="--timer kernel: rounds")
     p.add_argument("--iters", type=int, default=50, help="--timer kernel: calls per implementation per round")
     p.add_argument("--out", type=Path, required=True)

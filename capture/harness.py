@@ -1,6 +1,6 @@
 """The program Nsight Systems runs: one op, one shape, several implementations, one session.
 
-    python -m capture.harness --op layernorm --shape 4096x768 --impls ours,triton,torch,copy --out DIR
+    python -m nsys_tools.capture.harness --op layernorm --shape 4096x768 --impls ours,triton,torch,copy --out DIR
 
 The op and its implementations come from plugins (``nsys_tools.plugin``): installed ones
 through the ``nsys_tools.ops`` entry points, others through ``--plugin FILE_OR_MODULE`` and
@@ -14,8 +14,10 @@ through the ``nsys_tools.ops`` entry points, others through ``--plugin FILE_OR_M
      cool GPU that only the first round would see;
   3. trace: between cudaProfilerStart and cudaProfilerStop (``nsys profile
      --capture-range=cudaProfilerApi``), R rounds; in each round every implementation runs I
-     calls inside one NVTX range, the order rotated by one each round;
-  4. span: the same rounds again with tracing stopped, a CUDA event pair around every call.
+     calls inside one NVTX range, in an order shuffled anew each round from ``--seed``
+     (``nsys_tools.convention.round_orders``; the orders are recorded);
+  4. span: the same rounds, in the same orders, with tracing stopped, a CUDA event pair around
+     every call.
 
 NVTX range names: ``<op>/<impl>/<shape>/<l2>/r<round>`` (``nsys_tools.convention``).
 With ``--l2 cold`` the calls rotate over buffer sets that together exceed twice the L2, so
@@ -23,7 +25,8 @@ no call finds its inputs in cache; ``--l2 warm`` reuses one set. ``--outputs rot
 every set its own outputs (every write lands in a cold buffer); ``--outputs reuse`` gives every
 implementation the same outputs per shape.
 
-Writes ``<out>/<shape>.harness.json``: parameters, checks, spans, clock samples, timings.
+Writes ``<out>/<shape>.harness.json``: parameters, checks, each round's order, spans, clock
+samples, timings.
 """
 
 from __future__ import annotations
@@ -37,14 +40,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nsys_tools.convention import L2_MODES, range_name, rotated
+from nsys_tools.convention import DEFAULT_OUTPUTS, L2_MODES, OUTPUT_POLICIES, range_name, round_orders
 from nsys_tools.errors import NsysToolsError
 from nsys_tools.files import write_text_atomically
 from nsys_tools.plugin import Buffers, Impl, Op, Registry, UnsupportedShape
 
 from .gpu_state import ClockSampler
 
-OUTPUT_POLICIES = ("rotate", "reuse")
 # Libraries whose versions a header should carry when the run loaded them.
 VERSIONED = ("torch", "triton", "cupy", "liger_kernel", "cutlass", "numba")
 
@@ -166,6 +168,7 @@ def run(args: argparse.Namespace) -> dict:
     sets = make_sets(op, shape, "cuda", l2, args.l2, args.outputs)
     launchers, checks, errors, unsupported = setup(op, impls, sets, torch.cuda.synchronize)
     names = list(launchers)
+    orders = round_orders(names, args.rounds, args.seed)
     t_setup = time.perf_counter()
 
     calls = 0
@@ -193,8 +196,8 @@ def run(args: argparse.Namespace) -> dict:
     t_warm = time.perf_counter()
     sampler.phase("trace")
     torch.cuda.profiler.start()
-    for rnd in range(args.rounds):
-        for name in rotated(names, rnd):
+    for rnd, order in enumerate(orders):
+        for name in order:
             torch.cuda.nvtx.range_push(range_name(op.name, name, shape_text, args.l2, rnd, args.iters))
             for _ in range(args.iters):
                 call(name)
@@ -205,8 +208,8 @@ def run(args: argparse.Namespace) -> dict:
 
     sampler.phase("span")
     events = []
-    for rnd in range(args.rounds):
-        for name in rotated(names, rnd):
+    for rnd, order in enumerate(orders):
+        for name in order:
             pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(args.iters)]
             for start, end in pairs:
                 start.record()
@@ -235,6 +238,8 @@ def run(args: argparse.Namespace) -> dict:
         "warmup": args.warmup,
         "settle_s": args.settle,
         "seed": args.seed,
+        "order": "shuffled",
+        "orders": orders,
         "impls": [i.name for i in impls],
         "implementations": {i.name: describe(op, i, shape, args.outputs) for i in impls},
         "gpu": {"name": props.name, "sm_count": props.multi_processor_count, "l2_bytes": l2},
@@ -245,7 +250,7 @@ def run(args: argparse.Namespace) -> dict:
         "unsupported": unsupported,
         "span_method": (
             "CUDA events recorded on the launch stream immediately before and after each call, "
-            "with Nsight Systems tracing stopped (after cudaProfilerStop); the same rounds, order "
+            "with Nsight Systems tracing stopped (after cudaProfilerStop); the same rounds, orders "
             "and buffer rotation as the traced phase"
         ),
         "spans": spans,
@@ -262,7 +267,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m capture.harness", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m nsys_tools.capture.harness", description=__doc__.split("\n\n")[0])
     p.add_argument("--op", required=True, help="op name (installed, or from --plugin)")
     p.add_argument("--plugin", action="append", default=[], help="plugin file or module (repeatable)")
     p.add_argument("--shape", required=True, help="a shape as the op writes it, e.g. 4096x768")
@@ -272,8 +277,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--settle", type=float, default=0.0, help="seconds of untraced calls after the warm-up")
     p.add_argument("--l2", choices=L2_MODES, default="cold")
-    p.add_argument("--outputs", choices=OUTPUT_POLICIES, default="rotate")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--outputs", choices=OUTPUT_POLICIES, default=DEFAULT_OUTPUTS)
+    p.add_argument("--seed", type=int, default=0, help="seeds the inputs and every round's order of implementations")
     p.add_argument("--sample-interval", type=float, default=0.005, help="seconds between clock samples")
     p.add_argument("--out", required=True, type=Path, help="folder for <shape>.harness.json")
     return p.parse_args(argv)

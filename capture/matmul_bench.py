@@ -1,6 +1,6 @@
 """Build, check and time matmul implementations with CUDA events: the lineage's numbers.
 
-    python -m capture.matmul_bench --shapes 4096x4096x4096,8192x8192x8192 --dtypes bf16,tf32 \\
+    python -m nsys_tools.capture.matmul_bench --shapes 4096x4096x4096,8192x8192x8192 --dtypes bf16,tf32 \\
         --impls torch,triton,simt,mma,wgmma --out DIR
 
 For each dtype and shape it allocates buffer sets that together exceed twice the L2 (rotated
@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from kernels.matmul import ELEMENTWISE_TOLERANCE, OPS, elementwise_error
+from nsys_tools.kernels.matmul import ELEMENTWISE_TOLERANCE, OPS, elementwise_error
 from nsys_tools.plugin import Buffers
 
 
@@ -193,7 +193,7 @@ def diagnose(op, name: str, m: int = 128, n: int = 256, k: int = 128) -> dict:
 def triton_choices() -> dict[str, str]:
     """The configuration Triton's autotuner picked for each (M, N, K, ...) key it has seen."""
     try:
-        from kernels.triton_mm import matmul_kernel
+        from nsys_tools.kernels.triton_mm import matmul_kernel
     except ImportError:
         return {}
     return {str(key): str(cfg) for key, cfg in getattr(matmul_kernel, "cache", {}).items()}
@@ -218,7 +218,7 @@ def table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> None:
     import torch
 
-    p = argparse.ArgumentParser(prog="python -m capture.matmul_bench", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m nsys_tools.capture.matmul_bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", default="4096x4096x4096,8192x8192x8192,4096x4096x1024,2048x11008x4096")
     p.add_argument("--dtypes", default="bf16,tf32")
     p.add_argument("--impls", default="torch,triton,simt,mma,mma_128x256,wgmma,wgmma_n128")
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     ops = {op.dtype: op for op in OPS}
     props = torch.cuda.get_device_properties(0)
     result = {
-        "command": " ".join(["python -m capture.matmul_bench", *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(["python -m nsys_tools.capture.matmul_bench", *(argv if argv is not None else sys.argv[1:])]),
         "gpu": {"name": props.name, "sm_count": props.multi_processor_count, "l2_bytes": props.L2_cache_size},
         "versions": {"torch": torch.__version__, "cuda": str(torch.version.cuda)},
         "method": (

@@ -20,14 +20,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nsys_tools.convention import RANGE
+from nsys_tools.convention import OUTPUT_POLICIES, RANGE
 from nsys_tools.errors import CaptureError, UsageError
 from nsys_tools.files import write_text_atomically
 
 from .gpu_state import ClockSampler, visible_gpu
 from .runner import CaptureRunner, child_env, tail
 
-DECLARED_OUTPUTS = ("rotate", "reuse", "unknown")
+DECLARED_OUTPUTS = (*OUTPUT_POLICIES, "unknown")
 
 
 @dataclass

@@ -3,8 +3,8 @@ scrubbed on a worker thread, files renamed into place when whole, and a manifest
 
 A capture folder holds ``manifest.json`` and, per capture unit (a shape of a sweep, or one run
 of a program), ``<unit>.sqlite`` (the scrubbed export) and ``<unit>.harness.json`` (what was
-recorded beside the trace: checks, event spans, clock samples). ``capture.sweep`` and
-``capture.run`` are the two kinds of run. Standard library only: this runs on the GPU machine.
+recorded beside the trace: checks, event spans, clock samples). ``nsys_tools.capture.sweep`` and
+``nsys_tools.capture.run`` are the two kinds of run. Standard library only: this runs on the GPU machine.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from pathlib import Path
 
 from nsys_tools.convention import RANGE_FORMAT
 from nsys_tools.errors import CaptureError, NsysToolsError
-from nsys_tools.export import export_report, find_nsys, run_nsys
 from nsys_tools.files import write_text_atomically
-from nsys_tools.scrub import scrub
+from nsys_tools.read.export import export_report, find_nsys, run_nsys
+from nsys_tools.read.scrub import scrub
 
 from .gpu_state import visible_gpu
 
@@ -210,6 +210,8 @@ class CaptureRunner:
             entry.update(
                 checks=harness.get("checks", {}), errors=harness.get("errors", {}), harness_timings_s=harness.get("timings_s", {})
             )
+            if harness.get("orders"):  # each round's order of implementations, as it ran
+                entry["orders"] = harness["orders"]
             if harness.get("unsupported"):
                 entry["unsupported"] = {**entry.get("unsupported", {}), **harness["unsupported"]}
             paths = self.paths(unit)

@@ -5,7 +5,7 @@ A sweep folder holds, per shape, ``<shape>.sqlite`` (scrubbed export), ``<shape>
 whole sweep (commit, command, nsys, GPU, nvidia-smi before and after, per-shape status and
 timings). Every file is written under a temporary name and renamed when complete, so a killed
 sweep never leaves a file that looks finished. While shape k+1 is profiled, shape k is exported
-and scrubbed on a worker thread (``capture.runner``).
+and scrubbed on a worker thread (``nsys_tools.capture.runner``).
 
 Standard library only (plus the op plugins): this runs on the GPU machine.
 """
@@ -17,17 +17,11 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nsys_tools.convention import L2_MODES
+from nsys_tools.convention import DEFAULT_OUTPUTS, L2_MODES, OUTPUT_POLICIES
 from nsys_tools.errors import CaptureError, UsageError
 from nsys_tools.plugin import Impl, Op, Registry, UnsupportedShape
 
-from .harness import OUTPUT_POLICIES
 from .runner import PROJECT_ROOT, CaptureRunner, child_env, tail
-
-# One output policy for every implementation of a sweep. ``reuse`` by default: it is what a
-# caller whose caching allocator recycles outputs sees, and the one condition that every
-# control, including those that allocate their output inside the call, meets alike (README).
-DEFAULT_OUTPUTS = "reuse"
 
 
 @dataclass
@@ -46,6 +40,7 @@ class SweepSpec:
     settle: float = 0.0
     l2: str = "cold"
     outputs: str = DEFAULT_OUTPUTS
+    seed: int = 0  # the inputs and every round's order of implementations (harness --seed)
 
     def resolve(self, registry: Registry) -> tuple[Op, list[Impl]]:
         """Check the spec against the plugins and fill in the op's defaults."""
@@ -118,11 +113,11 @@ class SweepRunner(CaptureRunner):
     def profile(self, unit: str, rep: Path, work: Path, log: Path) -> None:
         s = self.spec_
         entries = [self.impls[name] for name in self.manifest["shapes"][unit]["impls"]]
-        harness = [self.python, "-m", "capture.harness", "--op", s.op, "--shape", unit, "--impls", ",".join(entries)]
+        harness = [self.python, "-m", "nsys_tools.capture.harness", "--op", s.op, "--shape", unit, "--impls", ",".join(entries)]
         for source in self.registry.sources:
             harness += ["--plugin", source]
         harness += ["--rounds", str(s.rounds), "--iters", str(s.iters), "--warmup", str(s.warmup), "--settle", str(s.settle)]
-        harness += ["--l2", s.l2, "--outputs", s.outputs, "--out", str(work)]
+        harness += ["--l2", s.l2, "--outputs", s.outputs, "--seed", str(s.seed), "--out", str(work)]
         env = child_env([str(PROJECT_ROOT), os.getcwd()])
         done = self.nsys_profile(rep, harness, log, env=env, cwd=work)
         if done.returncode != 0:

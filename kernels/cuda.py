@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from nsys_tools.plugin import Buffers
+from nsys_tools.plugin import Buffers, UnsupportedShape
 
-from .registry import BULK_NAME, CLUSTER_NAME, HELD_MAX_N, HELD_NAME, STAGED_NAME, UnsupportedShape
+from .plans import BULK_NAME, CLUSTER_NAME, HELD_MAX_N, HELD_NAME, STAGED_NAME
 
 SOURCE = Path(__file__).with_name("layernorm.cu")
 NVRTC_OPTIONS = ("--std=c++17",)

@@ -2,7 +2,7 @@
 
 Registered through the ``nsys_tools.ops`` entry-point group (``pyproject.toml``). Shapes are
 ``MxN``: M rows of N fp32 values, normalized over N. The implementations are
-``kernels.registry.IMPLS`` plus the explicit launch plans ``kernels.registry.get`` accepts.
+``nsys_tools.kernels.registry.IMPLS`` plus the explicit launch plans ``nsys_tools.kernels.registry.get`` accepts.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ class Matmul(Op):
             *ours,
             Impl(
                 "triton",
-                lazy("kernels.triton_mm:make"),
+                lazy("nsys_tools.kernels.triton_mm:make"),
                 family="control",
                 summary="Triton tutorial matmul (grouped ordering, its autotune configs)"
                 + ("; TF32 dot" if self.dtype == "tf32" else ""),
@@ -97,7 +97,7 @@ class Matmul(Op):
             ),
             Impl(
                 "torch",
-                lazy("kernels.torch_mm:make"),
+                lazy("nsys_tools.kernels.torch_mm:make"),
                 family="control",
                 summary="torch.matmul(out=C), cuBLAS" + (", allow_tf32 = True" if self.dtype == "tf32" else ""),
             ),
@@ -120,7 +120,9 @@ class Matmul(Op):
         def compile(shape, arch):
             return compile_for_census(name, dtype, shape, arch)
 
-        return Impl(name, lazy("kernels.matmul_cuda:make", variant=name, dtype=dtype), summary=summary, compile=compile)
+        return Impl(
+            name, lazy("nsys_tools.kernels.matmul_cuda:make", variant=name, dtype=dtype), summary=summary, compile=compile
+        )
 
 
 def elementwise_error(c, a, b, expected) -> float:

@@ -2,7 +2,7 @@
 
 Importable with the standard library alone (CI has no GPU stack): each entry's factory is
 ``plugin.lazy("module:function")``, so the GPU libraries are imported only when it is called.
-The op itself (shapes, buffers, reference, bytes) is ``kernels.layernorm``.
+The op itself (shapes, buffers, reference, bytes) is ``nsys_tools.kernels.layernorm``.
 
 Every implementation computes, for a row-major fp32 M x N tensor ``x`` (rows possibly strided),
 ``y = (x - mean) / sqrt(var + eps) * gamma + beta`` over the last dimension, into the
@@ -12,7 +12,6 @@ preallocated ``y`` of the buffer set it is given (``buffers.x``, ``.y``, ``.gamm
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -20,10 +19,11 @@ from typing import Any
 from nsys_tools.errors import UsageError
 from nsys_tools.plugin import Buffers, Impl, UnsupportedShape, lazy
 
-__all__ = ["UnsupportedShape"]  # re-exported: the kernels raise it from here
+from .plans import BULK_NAME, CLUSTER_NAME, HELD_MAX_N, HELD_NAME, STAGED_NAME
+
+__all__ = ["UnsupportedShape", "HELD_MAX_N", "HELD_NAME", "STAGED_NAME", "BULK_NAME", "CLUSTER_NAME"]  # re-exported
 
 FP32 = 4
-HELD_MAX_N = 16384  # the register-held kernels keep at most 8 float4 slots x 512 threads
 
 
 def layernorm_bytes(m: int, n: int) -> int:
@@ -67,7 +67,9 @@ def _compile_triton(shape: tuple[int, ...], arch: str):
 def _ours(name: str, summary: str, max_n: int | None = None) -> Impl:
     limit = max_width(max_n) if max_n else None
     census = partial(_compile_ours, name)
-    return Impl(name, lazy("kernels.cuda:make"), "ours", summary, limit=limit, options={"variant": name}, compile=census)
+    return Impl(
+        name, lazy("nsys_tools.kernels.cuda:make"), "ours", summary, limit=limit, options={"variant": name}, compile=census
+    )
 
 
 IMPLS: dict[str, Impl] = {
@@ -90,7 +92,7 @@ IMPLS: dict[str, Impl] = {
         _ours("ours_fixed", "ours with the row width compiled into the kernel at every width (ours does up to 2048)", HELD_MAX_N),
         Impl(
             "triton",
-            lazy("kernels.triton_ln:make"),
+            lazy("nsys_tools.kernels.triton_ln:make"),
             "control",
             "Triton LayerNorm forward after the Triton tutorial: one program per row, BLOCK = next_pow2(N)",
             limit=max_width(65536 // FP32),
@@ -98,7 +100,7 @@ IMPLS: dict[str, Impl] = {
         ),
         Impl(
             "torch",
-            lazy("kernels.torch_ln:make_layer_norm"),
+            lazy("nsys_tools.kernels.torch_ln:make_layer_norm"),
             "control",
             "torch.nn.functional.layer_norm (allocates its output: the caching allocator hands back the block just freed)",
             allocates=True,
@@ -106,20 +108,20 @@ IMPLS: dict[str, Impl] = {
         # What users run instead, from optional extras: nsys-tools[inductor] (torch alone), nsys-tools[liger].
         Impl(
             "inductor",
-            lazy("kernels.inductor_ln:make"),
+            lazy("nsys_tools.kernels.inductor_ln:make"),
             "control",
             "torch.compile of F.layer_norm into y, per shape, dynamic=False: one kernel that writes y",
         ),
         Impl(
             "liger",
-            lazy("kernels.liger_ln:make"),
+            lazy("nsys_tools.kernels.liger_ln:make"),
             "control",
             "Liger-Kernel's Triton LayerNorm forward kernel with Liger's launch settings, writing y",
             limit=max_width(65536),
         ),
         Impl(
             "copy",
-            lazy("kernels.torch_ln:make_copy"),
+            lazy("nsys_tools.kernels.torch_ln:make_copy"),
             "control",
             "device-to-device copy of x into y: the bandwidth floor",
             reference=lambda b: {"y": b.x.double()},
@@ -128,24 +130,6 @@ IMPLS: dict[str, Impl] = {
         ),
     )
 }
-
-
-# An explicit register-held configuration, for trying launch plans in a sweep without editing
-# the dispatcher: held_t<threads per row>[_r<rows per block>][_c<cache policy 0-5, plus 8 to load
-# gamma and beta with x>][_m<min blocks>][_o<at most this many resident blocks per SM, by
-# reserving shared memory>].
-HELD_NAME = re.compile(
-    r"^held_t(?P<tpr>32|64|128|256|512|1024)(?:_r(?P<rpb>[124]))?(?:_c(?P<cache>1[0-3]|[0-58-9]))?(?:_m(?P<minb>\d+))?"
-    r"(?:_o(?P<cap>[1-8]))?(?P<fixed>_f)?$"
-)
-# The same for the shared-memory-staged kernel (aligned rows only): staged_t<threads>[_c<0-4>][_m<min blocks>].
-STAGED_NAME = re.compile(r"^staged_t(?P<tpr>32|64|128|256|512|1024)(?:_c(?P<cache>[0-4]))?(?:_m(?P<minb>\d+))?$")
-# Persistent blocks fed by bulk copies (sm_90+, aligned rows): bulk_t<threads>_s<rows in flight
-# per block>_b<blocks per SM>[_c<cache bits: 2 evict-first loads and streaming stores, 4 streaming
-# stores, 8 bulk stores, 10 both>].
-BULK_NAME = re.compile(r"^bulk_t(?P<tpr>32|64|128|256|512|1024)_s(?P<stages>[1-8])_b(?P<bps>[1-8])(?:_c(?P<cache>0|2|4|8|10))?$")
-# A row split across a thread-block cluster (sm_90+, aligned rows): cluster_c<blocks per row>_t<threads per block>[_c<cache 0-4>].
-CLUSTER_NAME = re.compile(r"^cluster_c(?P<cs>[248])_t(?P<tpb>32|64|128|256|512|1024)(?:_c(?P<cache>[0-4]))?$")
 
 
 PLAN_NAMES = (

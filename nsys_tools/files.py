@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -28,6 +29,105 @@ def output_error(path: str | Path | None, exc: OSError) -> OutputError:
     return OutputError(path, f"cannot be written ({exc.strerror or exc})", _HINTS.get(exc.errno or 0, "write elsewhere"))
 
 
+# -- what a run leaves behind, and how it goes however the run ends --------------------------
+
+_LIVE: set[str] = set()  # temporary files and folders of this process, removed if it is stopped
+PID_NAMED = re.compile(r"^(?:nsys-tools-spill-(\d+)-.+|\..+\.(\d+)\.partial(?:\.[^.]+)?)$")
+
+
+def track(path: str | Path) -> None:
+    """Remove ``path`` (a file or folder) if this process is interrupted or exits before ``untrack``."""
+    _LIVE.add(str(path))
+
+
+def untrack(path: str | Path) -> None:
+    _LIVE.discard(str(path))
+
+
+def remove_tracked() -> None:
+    """Remove every tracked temporary file and folder (at exit, or on an interrupt)."""
+    import shutil
+
+    for path in list(_LIVE):
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+        _LIVE.discard(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, another user's
+        return True
+    return True
+
+
+def reap_stale(folder: str | Path) -> list[Path]:
+    """Remove what runs that were killed (their owner pid is gone) left in ``folder``: spill
+    folders (``nsys-tools-spill-<pid>-*``) and hidden partial writes (``.<name>.<pid>.partial*``).
+    Returns what was removed."""
+    import shutil
+
+    gone = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return gone
+    for entry in entries:
+        m = PID_NAMED.match(entry.name)
+        if not m or _alive(int(m.group(1) or m.group(2))) or int(m.group(1) or m.group(2)) == os.getpid():
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+            gone.append(Path(entry.path))
+        except OSError:
+            pass
+    return gone
+
+
+def stop_on_interrupt(grace_s: float = 0.8) -> None:
+    """Ctrl-C (and SIGTERM) end the run within about a second, exit code 130, nothing left
+    behind: the first signal raises ``KeyboardInterrupt`` where Python runs; if a long call in
+    a native library holds the thread past ``grace_s``, the tracked temporary files are removed
+    and the process exits from a timer thread. Exit also removes them (``atexit``)."""
+    import atexit
+    import signal
+    import sys
+    import threading
+
+    atexit.register(remove_tracked)
+
+    def hard_exit() -> None:
+        remove_tracked()
+        try:
+            sys.stderr.write("Interrupted.\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(130)
+
+    def handler(signum, frame) -> None:
+        timer = threading.Timer(grace_s, hard_exit)
+        timer.daemon = True
+        timer.start()
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError):  # not the main thread
+            pass
+
+
 @contextmanager
 def replaced_atomically(path: Path) -> Iterator[Path]:
     """A hidden sibling of the file ``path`` names (through symlinks: the link stays, its target
@@ -37,6 +137,9 @@ def replaced_atomically(path: Path) -> Iterator[Path]:
     of the file system come out as ``OutputError``."""
     target = Path(os.path.realpath(path))
     partial = target.with_name(f".{target.stem}.{os.getpid()}.partial{target.suffix}")
+    for stale in target.parent.glob(f".{glob_escape(target.stem)}.*.partial{glob_escape(target.suffix)}"):
+        reap_one(stale)  # a killed run's partial write of this same file
+    track(partial)
     try:
         yield partial
         if target.exists():
@@ -49,12 +152,43 @@ def replaced_atomically(path: Path) -> Iterator[Path]:
             partial.unlink(missing_ok=True)
         except OSError:
             pass
+        untrack(partial)
+
+
+def glob_escape(text: str) -> str:
+    import glob
+
+    return glob.escape(text)
+
+
+def reap_one(path: Path) -> None:
+    """Remove ``path``, a pid-named partial write, if the process that made it is gone."""
+    m = PID_NAMED.match(path.name)
+    if m and not _alive(int(m.group(1) or m.group(2))):
+        try:
+            path.unlink()
+        except OSError:
+            pass
 
 
 def write_text_atomically(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through ``replaced_atomically``."""
     with replaced_atomically(path) as partial:
         partial.write_text(text)
+
+
+def shown(path: str | Path) -> str:
+    """A path as output names it: relative to the working directory when inside it, else
+    ``~/...`` when inside the home folder, so that a home folder (``/home/first.last``) never
+    lands in a comment or a log that gets shared; other paths as they are."""
+    full = Path(os.path.abspath(path))
+    for base, prefix in ((Path.cwd(), ""), (Path.home(), "~/")):
+        try:
+            rel = full.relative_to(base)
+        except ValueError:
+            continue
+        return prefix + str(rel) if str(rel) != "." else (prefix.rstrip("/") or ".")
+    return str(full)
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -65,13 +199,30 @@ def same_file(a: Path, b: Path) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
+EXPORT_SIBLINGS = (".sqlite", ".nsys-rep", ".qdrep")  # one capture: a report and its export
+
+
+def siblings(path: Path) -> list[Path]:
+    """``path`` and the other files of its capture: ``x.sqlite`` <-> ``x.nsys-rep``/``x.qdrep``."""
+    path = Path(path)
+    if path.suffix.lower() not in EXPORT_SIBLINGS:
+        return [path]
+    return [path, *(path.with_suffix(s) for s in EXPORT_SIBLINGS if s != path.suffix.lower())]
+
+
 def output_target(path: Path, inputs: Iterable[Path] = ()) -> Path:
     """Check ``--output path`` before any work: not empty, not a folder, device or read-only
-    file, and not one of ``inputs``; its folder is made. Returns the path to write (a symlink's
-    target is written through, the link kept)."""
+    file, and not one of ``inputs`` nor an input's report or export sibling (``a.sqlite`` ->
+    ``a.nsys-rep``), existing or not; its folder is made. Returns the path to write (a
+    symlink's target is written through, the link kept)."""
     if str(path) in ("", "."):
         raise OutputError(None, "the output path is empty", "give a file name to --output")
     target = Path(os.path.realpath(path))
+    for source in inputs:
+        for kin in siblings(Path(source)):
+            if os.path.realpath(kin) == str(target) or same_file(target, kin) and target.exists():
+                what = "an input of this command" if kin == Path(source) else f"the capture file beside an input ({source})"
+                raise OutputError(path, f"is {what}", "choose another output file")
     try:
         st = target.stat()
     except FileNotFoundError:
@@ -85,9 +236,6 @@ def output_target(path: Path, inputs: Iterable[Path] = ()) -> Path:
             raise OutputError(path, "is a device or other special file", "--output writes regular files; redirect stdout instead")
         if not st.st_mode & 0o222:
             raise OutputError(path, "is read-only", "choose another file, or make it writable first")
-        for source in inputs:
-            if same_file(target, source):
-                raise OutputError(path, f"is an input of this command ({source})", "choose another output file")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

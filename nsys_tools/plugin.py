@@ -55,7 +55,7 @@ Where plugins come from (``Registry``):
   implementation named after the function; ``name=pkg.module:function`` names it);
 - installed packages, through the entry-point group ``nsys_tools.ops``: each entry points at a
   module (read as a ``--plugin`` module) or at one ``Op`` instance. The built-in LayerNorm is
-  registered this way (``kernels.layernorm``), and so is any op a package ships::
+  registered this way (``nsys_tools.kernels.layernorm``), and so is any op a package ships::
 
       [project.entry-points."nsys_tools.ops"]
       softmax = "my_package.ops:OPS_MODULE_OR_OP"
@@ -223,7 +223,7 @@ class Impl:
 def lazy(target: str, **options: Any) -> Factory:
     """A factory that imports ``"module:function"`` at its first call, so that listing or
     validating implementations needs none of the GPU libraries. ``options`` are bound as
-    keywords: ``lazy("kernels.cuda:make", variant="ours")``."""
+    keywords: ``lazy("nsys_tools.kernels.cuda:make", variant="ours")``."""
     module, _, func = target.partition(":")
     if not module or not func:
         raise PluginError(None, f"{target!r} is not module:function")
@@ -371,9 +371,23 @@ def _import_file(path: Path) -> ModuleType:
     return module
 
 
+def _shipped(name: str) -> str:
+    """Captures made before the shipped studies were installed under ``nsys_tools`` name them
+    ``kernels.<module>`` (``--plugin kernels.matmul``): where we ship that module, it is ours."""
+    if name.partition(".")[0] in ("kernels", "capture") and "." in name:
+        import importlib.util
+
+        try:
+            if importlib.util.find_spec(f"nsys_tools.{name}") is not None:
+                return f"nsys_tools.{name}"
+        except ImportError:
+            pass
+    return name
+
+
 def _import_module(name: str, source: str | Path) -> ModuleType:
     try:
-        return importlib.import_module(name)
+        return importlib.import_module(_shipped(name))
     except ImportError as exc:
         raise PluginError(source, f"cannot import {name!r} ({exc})", "install it, or put its folder on PYTHONPATH") from exc
     except Exception as exc:
@@ -434,6 +448,8 @@ class Registry:
         self.ops: dict[str, Op] = {}
         self.extra: dict[str, dict[str, Impl]] = {}
         self.sources: list[str] = []
+        # The modules loaded, entry points' included: what a folder naming a plugin finds loaded.
+        self.modules: set[str] = set()
         if entry_points:
             self._entry_points()
         for spec in plugins:
@@ -448,6 +464,7 @@ class Registry:
                     None, f"entry point {ep.name} = {ep.value} failed to load: {type(exc).__name__}: {exc}"
                 ) from exc
             self._take(obj, f"entry point {ep.value}")
+            self.modules.add(ep.module)
 
     def add_plugin(self, spec: str) -> None:
         """Load ``spec``: a ``.py`` file or an importable module, read for ``OPS``/``OP``/``IMPLS``."""
@@ -525,6 +542,51 @@ class Registry:
         if twice:
             raise UsageError(None, f"{', '.join(twice)} listed more than once", "name each implementation once")
         return found
+
+
+PLUGINS_VARIABLE = "NSYS_TOOLS_PLUGINS"
+_ALLOWED: list[str] = []  # --plugin of the command running (``allow``)
+
+
+def allow(plugins: Iterable[str]) -> None:
+    """Plugins the user passed (``--plugin``) to the command now running, which reads sweep
+    folders; they replace those of an earlier command in the same process."""
+    _ALLOWED[:] = list(dict.fromkeys(plugins))
+
+
+def user_plugins(given: Iterable[str] = ()) -> list[str]:
+    """The plugins the user allowed: ``$NSYS_TOOLS_PLUGINS`` (separated by ``os.pathsep``),
+    then ``given`` (``--plugin``). Data never adds to them: a manifest's ``spec.plugins`` is
+    only compared with them."""
+    import os
+
+    env = [p.strip() for p in os.environ.get(PLUGINS_VARIABLE, "").split(os.pathsep) if p.strip()]
+    return list(dict.fromkeys([*env, *_ALLOWED, *given]))
+
+
+def shipped_plugins(named: Iterable[str]) -> list[str]:
+    """Of the plugins a folder names, those that are studies shipped inside this package
+    (``kernels.matmul``, ``nsys_tools.kernels.matmul``): loading them runs only code already
+    installed with nsys-tools, whatever the folder says. Files and other modules are left out."""
+    import importlib.util
+
+    found = []
+    for spec in named:
+        if is_file_spec(spec):
+            continue
+        name = _shipped(spec)
+        if name.startswith("nsys_tools.kernels.") and name.count(".") == 2:
+            try:
+                if importlib.util.find_spec(name) is not None:
+                    found.append(name)
+            except ImportError:
+                pass
+    return found
+
+
+def plugin_key(spec: str) -> str:
+    """What makes two plugin specs one plugin: a file's resolved path, a module's name."""
+    return str(Path(spec).resolve()) if is_file_spec(spec) else _shipped(spec)
 
 
 def load(plugins: Iterable[str] = (), *, entry_points: bool = True) -> Registry:

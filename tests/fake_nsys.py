@@ -1,10 +1,10 @@
 """A stand-in for ``nsys``, so that the capture side's bookkeeping runs for real without a GPU.
 
-``nsys profile ... python -m capture.harness ARGS`` resolves ARGS exactly as the harness does
-(``capture.harness.plan``: the plugins it is given, in the folder it runs in), and writes what
+``nsys profile ... python -m nsys_tools.capture.harness ARGS`` resolves ARGS exactly as the harness does
+(``nsys_tools.capture.harness.plan``: the plugins it is given, in the folder it runs in), and writes what
 the harness would: ``<shape>.harness.json`` with each implementation's description from its
-plugin, and the checks, spans and clock samples of a real H200 sweep (``DEMO``), its four
-implementations renamed to the ones asked for. ``nsys export`` then writes a real export of that
+plugin and each round's order from ``--seed``, and the checks, spans and clock samples of a real
+H200 sweep (``DEMO``), its four implementations renamed to the ones asked for. ``nsys export`` then writes a real export of that
 sweep with its NVTX ranges renamed the same way. For any other program, ``profile`` runs it and
 keeps its exit code; its export is a copy of ``$FAKE_EXPORT``.
 
@@ -32,7 +32,8 @@ def _renames(op: str, shape: str, impls: list[str]) -> dict[str, str]:
 
 
 def profile_harness(argv: list[str], rep: Path) -> int:
-    from capture.harness import describe, parse_args, plan
+    from nsys_tools.capture.harness import describe, parse_args, plan
+    from nsys_tools.convention import round_orders
 
     args = parse_args(argv)
     op, shape, impls = plan(args)
@@ -40,7 +41,7 @@ def profile_harness(argv: list[str], rep: Path) -> int:
         print("CUDA error: out of memory", file=sys.stderr)
         return 3
     if os.environ.get("FAKE_SETUP"):  # an op whose buffers need no GPU: set it up for real
-        from capture.harness import make_sets, setup
+        from nsys_tools.capture.harness import make_sets, setup
         from nsys_tools.errors import NsysToolsError
 
         try:
@@ -58,6 +59,9 @@ def profile_harness(argv: list[str], rep: Path) -> int:
         shape=shape,
         outputs=args.outputs,
         impls=names,
+        seed=args.seed,
+        order="shuffled",
+        orders=round_orders(names, args.rounds, args.seed),
         implementations={i.name: describe(op, i, op.parse_shape(shape), args.outputs) for i in impls[: len(names)]},
         checks={rename[k]: v for k, v in record["checks"].items() if k in rename},
         spans={
@@ -97,7 +101,7 @@ def main(argv: list[str]) -> int:
     if argv[0] == "profile":
         rep = Path(argv[argv.index("-o") + 1])
         program = argv[argv.index("-o") + 2 :]
-        if program[1:3] == ["-m", "capture.harness"]:
+        if program[1:3] == ["-m", "nsys_tools.capture.harness"]:
             return profile_harness(program[3:], rep)
         return profile_program(program, rep)
     if argv[0] == "export":

@@ -8,6 +8,8 @@ and memory sizes in MB with three; everything else must be equal.
 
 from __future__ import annotations
 
+import gzip
+
 import polars as pl
 
 from .conftest import FIXTURES
@@ -18,7 +20,11 @@ MB = 1e6
 
 
 def reference(name: str, report: str) -> pl.DataFrame:
-    return pl.read_csv(FIXTURES / "nsys-stats" / name / f"{report}.csv", infer_schema_length=None)
+    """nsys's CSV for ``report`` on the export ``name``; large ones are stored as ``.csv.gz``."""
+    path = FIXTURES / "nsys-stats" / name / f"{report}.csv"
+    if not path.exists() and path.with_suffix(".csv.gz").exists():
+        return pl.read_csv(gzip.decompress(path.with_suffix(".csv.gz").read_bytes()), infer_schema_length=None)
+    return pl.read_csv(path, infer_schema_length=None)
 
 
 def paired(ours: pl.DataFrame, ref: pl.DataFrame, key: str, report: str) -> pl.DataFrame:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from nsys_tools import attribute, events
-from nsys_tools.export import open_export
+from nsys_tools.read import attribute
+from nsys_tools.read import frames as events
+from nsys_tools.read.export import open_export
 
 from .conftest import FIXTURES
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from nsys_tools import bench
+from nsys_tools.run import bench
 
 from .conftest import FIXTURES
+
+pytestmark = pytest.mark.slow  # times report against the SQL baseline and on Dask clusters (about 25 s)
 
 SRC = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
 

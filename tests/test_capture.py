@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from capture.harness import buffer_sets
-from capture.runner import gpu_lock
-from capture.sweep import SweepRunner, SweepSpec
-from nsys_tools import sweep as sweep_reader
-from nsys_tools.convention import range_name, rotated
+from nsys_tools.capture.harness import buffer_sets
+from nsys_tools.capture.runner import gpu_lock
+from nsys_tools.capture.sweep import SweepRunner, SweepSpec
+from nsys_tools.convention import predecessors, range_name, rotated, round_orders
 from nsys_tools.errors import CaptureError, UsageError
 from nsys_tools.plugin import Registry
+from nsys_tools.study import folder as sweep_reader
 
 from . import fake_nsys as fake
 
@@ -97,12 +97,15 @@ def test_lock_no_wait_and_wait(monkeypatch, tmp_path):
 def fake_nsys(tmp_path, monkeypatch):
     """``nsys`` replaced by ``tests/fake_nsys.py``; the lock and nvidia-smi kept out of the way."""
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr("capture.gpu_state.smi_snapshot", lambda index=None: {"name": "NVIDIA H200", "driver_version": "580"})
+    monkeypatch.setattr(
+        "nsys_tools.capture.gpu_state.smi_snapshot", lambda index=None: {"name": "NVIDIA H200", "driver_version": "580"}
+    )
     folder = tmp_path / "bin"
     folder.mkdir()
     return fake.install(folder)
 
 
+@pytest.mark.slow
 def test_sweep_records_failures_and_resumes(fake_nsys, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_FAIL", "1024x2048")
     out = tmp_path / "sweep"
@@ -136,7 +139,7 @@ def test_sweep_records_failures_and_resumes(fake_nsys, tmp_path, monkeypatch):
     # Finished at another build: each shape keeps the build it was captured with, and the header says so.
     assert {s: e["commit"] for s, e in manifest["shapes"].items()} == {**dict.fromkeys(status, "abc"), "1024x2048": "def"}
     assert sweep_reader.load(out).commits == {"abc": ["4096x768", "8192x768", "4096x4096"], "def": ["1024x2048"]}
-    from nsys_tools import issue
+    from nsys_tools.study import issue
 
     header = issue.compose(sweep_reader.load(out), None, None).markdown
     assert "commits `abc` (4096x768, 8192x768, 4096x4096), `def` (1024x2048)" in header
@@ -152,11 +155,12 @@ def test_sweep_records_failures_and_resumes(fake_nsys, tmp_path, monkeypatch):
     }
 
 
+@pytest.mark.slow
 def test_cli_sweep_adds_itself_to_the_ledger(fake_nsys, tmp_path):
     from typer.testing import CliRunner
 
-    from nsys_tools import ledger
     from nsys_tools.cli import app
+    from nsys_tools.study import ledger
 
     args = [
         "capture",
@@ -190,8 +194,9 @@ def test_capture_side_imports_without_polars():
     """The GPU machine has no polars or altair: capture/ and kernels/ must not need them."""
     code = (
         "import sys; sys.modules['polars'] = None; sys.modules['altair'] = None\n"
-        "import capture.sweep, capture.run, capture.harness, capture.gpu_state, kernels.layernorm, kernels.cuda\n"
-        "import nsys_tools.scrub, nsys_tools.cli, nsys_tools.plugin\n"
+        "import nsys_tools.capture.sweep, nsys_tools.capture.run, nsys_tools.capture.harness, nsys_tools.capture.gpu_state\n"
+        "import nsys_tools.kernels.layernorm, nsys_tools.kernels.cuda\n"
+        "import nsys_tools.read.scrub, nsys_tools.cli, nsys_tools.plugin\n"
         "from nsys_tools.plugin import Registry; Registry().op('layernorm')\n"
     )
     import subprocess
@@ -217,8 +222,8 @@ def _cli(*args: str):
     [
         (["--plugin", "no_such_plugin.py"], "no_such_plugin.py: no such plugin file"),
         (
-            ["--op", "layernorm", "--impls", "ours,triton,kernels.torch_ln:make_nothing"],
-            "kernels.torch_ln: has no 'make_nothing'",
+            ["--op", "layernorm", "--impls", "ours,triton,nsys_tools.kernels.torch_ln:make_nothing"],
+            "nsys_tools.kernels.torch_ln: has no 'make_nothing'",
         ),
         (["--plugin", str(EXAMPLE), "--op", "softmax", "--shapes", "4096"], "unknown softmax shape '4096'"),
         (["--plugin", str(EXAMPLE)], "choose an op with --op (known: layernorm, softmax)"),
@@ -231,6 +236,7 @@ def test_bad_plugins_get_one_error_line(fake_nsys, tmp_path, args, message):
     assert not (tmp_path / "s").exists()  # refused before anything was written
 
 
+@pytest.mark.slow
 def test_a_factory_that_raises_fails_the_shape_in_one_line(fake_nsys, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_SETUP", "1")
     args = ["--plugin", str(SCALE), "--op", "scale", "--impls", "raises", "--control", "raises", "--shapes", "4x8"]
@@ -241,6 +247,7 @@ def test_a_factory_that_raises_fails_the_shape_in_one_line(fake_nsys, tmp_path, 
     assert (tmp_path / "s" / "manifest.json").exists()  # what was written stays
 
 
+@pytest.mark.slow
 def test_the_example_op_end_to_end(fake_nsys, tmp_path, monkeypatch):
     """A user's op, no file of the package edited: capture sweep with the plugin file, then the
     report and the issue comment, which know its implementations, bytes and output policies from
@@ -265,9 +272,9 @@ def test_the_example_op_end_to_end(fake_nsys, tmp_path, monkeypatch):
     res = _cli("report", str(out), "--issue", "--ledger", "l.sqlite", "--charts", str(tmp_path / "charts"))
     assert res.exit_code == 0, res.stderr
     md = res.stdout
-    assert md.startswith("### Softmax: rowwise, torch, torch_alloc, copy (control: torch)")
+    assert md.startswith("### Softmax: rowwise, torch, torch\\_alloc, copy (control: torch)")
     assert "Outputs: reuse (every implementation writes the same buffer at a shape" in md
-    assert "except torch_alloc †, which allocates its output inside the call" in md
+    assert "except torch\\_alloc †, which allocates its output inside the call" in md
     assert "| shape | rowwise | torch\\_alloc † | copy |" in md  # marked in the ratio table too
     assert "Warning: the implementations did not all run under one output policy" in md
     assert "% of copy)" in md
@@ -279,6 +286,7 @@ def _program(tmp_path: Path, code: int) -> list[str]:
     return [sys.executable, str(script)]
 
 
+@pytest.mark.slow
 def test_capture_run_bookkeeping(fake_nsys, tmp_path, monkeypatch):
     """capture run: the program runs under (fake) nsys; its export, scrubbed, manifest and GPU
     state land in a folder that report and report --issue read, with no event spans."""
@@ -327,6 +335,7 @@ def test_capture_run_failures_are_one_line(fake_nsys, tmp_path, monkeypatch):
     assert res.exit_code == 2  # no program: a usage error
 
 
+@pytest.mark.slow
 def test_a_hung_nsys_fails_the_capture_within_the_timeout(fake_nsys, tmp_path, monkeypatch):
     """Every nsys call has a timeout: a profile that outlives it fails this capture in one line."""
     monkeypatch.setenv("FAKE_EXPORT", str(DEMO / "1024x2048.sqlite"))
@@ -338,3 +347,39 @@ def test_a_hung_nsys_fails_the_capture_within_the_timeout(fake_nsys, tmp_path, m
     assert "set NSYS_TOOLS_NSYS_TIMEOUT to allow longer" in res.stderr and "Traceback" not in res.stderr
     entry = json.loads((tmp_path / "a" / "manifest.json").read_text())["captures"]["capture"]
     assert entry["status"] == "failed" and "did not finish within 3 s" in entry["error"]
+
+
+def test_round_orders_are_seeded_shuffles_that_change_predecessors():
+    names = ["ours", "triton", "torch", "copy", "liger"]
+    orders = round_orders(names, 8, seed=3)
+    assert orders == round_orders(names, 8, seed=3)  # the seed alone decides
+    assert orders != round_orders(names, 8, seed=4)
+    assert all(sorted(order) == sorted(names) for order in orders)  # every implementation once a round
+    assert len({order[0] for order in orders}) > 1  # not always the same one first
+    for before, after in zip(orders, orders[1:], strict=False):
+        kept = {n: p for n, p in predecessors(after).items() if p is not None and predecessors(before)[n] == p}
+        assert not kept, f"{kept} ran after the same implementation two rounds running"
+    # Each implementation meets several predecessors over the rounds (a rotation gives each one).
+    assert all(len({predecessors(o)[n] for o in orders}) >= 3 for n in names)
+    assert [rotated(names, r)[:2] for r in range(2)] == [["ours", "triton"], ["triton", "torch"]]
+    assert round_orders(["a", "b"], 4, seed=0) in ([list("ab"), list("ba")] * 2, [list("ba"), list("ab")] * 2)
+    assert round_orders(["only"], 2, seed=0) == [["only"], ["only"]]
+
+
+@pytest.mark.slow
+def test_sweep_records_each_rounds_order(fake_nsys, tmp_path):
+    out = tmp_path / "sweep"
+    spec = SweepSpec(shapes=["4096x768", "8192x768"], seed=7)
+    manifest = SweepRunner(spec, out, nsys=fake_nsys, commit="abc").run()
+    impls = ["ours", "triton", "torch", "copy"]
+    assert manifest["spec"]["seed"] == 7
+    for shape in spec.shapes:
+        assert manifest["shapes"][shape]["orders"] == round_orders(impls, 3, 7)
+        assert json.loads((out / f"{shape}.harness.json").read_text())["orders"] == round_orders(impls, 3, 7)
+    read = sweep_reader.load(out)
+    assert read.order == "shuffled" and read.round_orders("4096x768") == round_orders(impls, 3, 7)
+    from nsys_tools.study import issue
+
+    assert "order shuffled each round (seed 7)" in issue.compose(read, None, None).markdown
+    # The default seed is recorded too.
+    assert SweepRunner(SweepSpec(), tmp_path / "other", nsys=fake_nsys).spec()["seed"] == 0

@@ -12,11 +12,14 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from nsys_tools import chunked, events, views
-from nsys_tools import schema as S
-from nsys_tools.export import open_export
-from nsys_tools.spill import Spill
-from nsys_tools.trace import Trace
+from nsys_tools import views
+from nsys_tools.read import frames as events
+from nsys_tools.read import schema as S
+from nsys_tools.read.export import open_export
+from nsys_tools.read.trace import Trace
+from nsys_tools.read.window import WindowSpec
+from nsys_tools.run import chunked
+from nsys_tools.run.spill import Spill
 
 from .conftest import FIXTURES
 
@@ -44,8 +47,17 @@ CASES = (
             ("kernels", ("process",), {"nesting": "all"}),
             ("api", ("device",), {}),
             ("memops", ("process",), {}),
+            ("utilization", ("device",), {"bin_ns": 20_000_000}),
+            ("utilization", ("stream",), {"bin_ns": 5_000_000}),
+            ("launch", ("device",), {"names": "short"}),
+            ("sync", ("process",), {}),
+            ("idle", ("stream",), {"longest": 3}),
+            ("idle", (), {"longest": 5}),
+            ("gaps", (), {"min_gap_ns": 0, "window": WindowSpec(within="*", skip_first=1)}),
+            ("api", ("device",), {"window": WindowSpec(within="*#2")}),
         ]
     ]
+    + [("doubled-launch", "overlap", ("device",), {}), ("multi-gpu", "overlap", ("stream",), {"step": "forward"})]
 )
 
 
@@ -71,6 +83,7 @@ def whole(ex, view, by, options):
 @pytest.mark.parametrize(
     "name, view, by, options", CASES, ids=[f"{n}-{v}-{'-'.join(b) or 'all'}-{len(o)}" for n, v, b, o in CASES]
 )
+@pytest.mark.slow
 def test_pieces_give_the_table_of_the_whole(tiny, name, view, by, options):
     ex = open_export(EXPORTS[name])
     assert len(ex.windows([S.RUNTIME], chunked.WINDOW_ROWS)) > 3
@@ -94,6 +107,7 @@ def test_pieces_and_spill_files_are_used(tiny, monkeypatch):
     assert seen["groups"] > 5 and seen["flushes"] > 5
 
 
+@pytest.mark.slow
 def test_the_cut_does_not_depend_on_the_cores(tiny, monkeypatch):
     """Reads use one rowid partition per thread, but how an export is cut into pieces does not
     depend on the threads: the same partial rows on one thread and on four, so the same table
@@ -109,10 +123,13 @@ def test_the_cut_does_not_depend_on_the_cores(tiny, monkeypatch):
     assert_frame_equal(tables[4], tables[1], check_exact=True)
 
 
+@pytest.mark.slow
 def test_ordered_views_are_folded_in_slices(tiny, monkeypatch):
     """The ordered views' rows go through many slices of time, each carrying the last."""
-    assert set(views.ORDERED) == {"ranges", "gaps"} and not set(views.ORDERED) & set(views.SPLITTABLE)
-    folds = {"ranges": 0, "gaps": 0}
+    assert set(views.ORDERED) == {"ranges", "gaps", "utilization", "idle", "overlap"} and not set(views.ORDERED) & set(
+        views.SPLITTABLE
+    )
+    folds = {"ranges": 0, "gaps": 0, "utilization": 0}
     for view in folds:
         module = views.get(view)
         fold = module.window
@@ -123,7 +140,7 @@ def test_ordered_views_are_folded_in_slices(tiny, monkeypatch):
 
         monkeypatch.setattr(module, "window", count)
         in_pieces(open_export(SRC), view, (), {})
-    assert folds["ranges"] >= 3 and folds["gaps"] > 5
+    assert folds["ranges"] >= 3 and folds["gaps"] > 5 and folds["utilization"] > 5
 
 
 def test_a_gap_across_slices_is_the_gap_of_the_whole(monkeypatch):
@@ -175,14 +192,21 @@ def test_busy_time_across_slices_is_the_union_of_the_whole():
     assert state["busy_ns"].to_list() == [450] and state["ops"].to_list() == [3]
 
 
+@pytest.mark.slow
 def test_launches_outside_the_name_filter_are_found(tiny, fixture_copy):
+    """An API that launched work but is not named like a launch is still found, read whole or in pieces."""
+    from nsys_tools.run.report import kernel_summary
+
     path = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2025.3.sqlite")
     before = in_pieces(open_export(path), "kernels", (), {})
+    whole = kernel_summary([path])
     with sqlite3.connect(path) as con:
         con.execute("UPDATE StringIds SET value = 'cuEnqueueWork' WHERE value = 'cuLaunchKernel'")
     con.close()
+    # 3 implementations x 100 traced calls, each inside its NVTX range (tests/fixtures/layernorm-3impl/MANIFEST.md)
     assert before.filter(pl.col("range") != "")["instances"].sum() == 300
     assert_frame_equal(in_pieces(open_export(path), "kernels", (), {}), before)
+    assert_frame_equal(kernel_summary([path]), whole, rel_tol=1e-12)
 
 
 def test_windows_read_each_row_once():
@@ -222,6 +246,7 @@ def _allocator_setting(environ: dict) -> str:
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
 
 
+@pytest.mark.slow
 def test_freed_pages_are_returned_soon_unless_the_user_says_otherwise():
     # jemalloc takes the last setting of each option: ours follows Polars' defaults.
     assert _allocator_setting({}).endswith("dirty_decay_ms:100,muzzy_decay_ms:0")

@@ -145,6 +145,7 @@ def test_version():
         ("kernels", "| gpu id | gpu name | range | kernel | instances | total (µs) | time (%) |"),
     ],
 )
+@pytest.mark.slow
 def test_views_by_device(view, header):
     gap = ["--min-gap", "1000"] if view == "gaps" else []
     res = runner.invoke(app, ["report", str(MULTI), "--view", view, "--by", "device", *gap])
@@ -275,6 +276,7 @@ def test_scheduler_and_bench_usage_errors_exit_2(args, message):
     assert res.exit_code == 2 and message in res.stderr
 
 
+@pytest.mark.slow
 def test_report_on_a_local_dask_cluster_equals_the_local_report():
     args = ["report", str(NEW), str(FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2024.2.sqlite"), "-f", "csv"]
     local = runner.invoke(app, args)

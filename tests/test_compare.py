@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from nsys_tools import compare, ledger
 from nsys_tools.cli import app
+from nsys_tools.study import compare, ledger
 
 from .conftest import FIXTURES
 
@@ -33,6 +33,7 @@ def _compare(base: Path, new: Path, noise: float | None = None) -> pl.DataFrame:
     return compare.compare(a, b, session_sd=noise)
 
 
+@pytest.mark.slow
 def test_two_quiet_sessions_of_one_build_are_not_distinguishable():
     table = _compare(QUIET, QUIET_2)
     assert table.height == 16 and (table["verdict"] == "not distinguishable").all()
@@ -40,6 +41,7 @@ def test_two_quiet_sessions_of_one_build_are_not_distinguishable():
     assert (table["clusters"] == "3/3").all()
 
 
+@pytest.mark.slow
 def test_between_session_variance_matters():
     """Without the ledger's estimate of how much sessions move, rounds alone call a 0.6% shift
     of Triton's median at 4096x4096 between the two quiet sessions a difference."""
@@ -48,6 +50,7 @@ def test_between_session_variance_matters():
     assert moved.select("impl", "shape").rows() == [("triton", "4096x4096")]
 
 
+@pytest.mark.slow
 def test_a_faster_build_is_called_faster():
     table = _compare(QUIET, FINAL)
     row = table.filter((pl.col("impl") == "ours") & (pl.col("shape") == "8192x768")).row(0, named=True)
@@ -89,6 +92,7 @@ def test_exports_without_nvtx_are_compared_kernel_for_kernel():
     assert "Rows: 5 not distinguishable." in res.stdout and "| (none) | reduce\\_kernel |" in res.stdout
 
 
+@pytest.mark.slow
 def test_cli_markdown_json_and_regression_gate(tmp_path):
     res = runner.invoke(app, ["compare", str(QUIET), str(QUIET_2), "--ledger", str(LEDGER)])
     assert res.exit_code == 0, res.stderr
@@ -111,6 +115,7 @@ def test_cli_markdown_json_and_regression_gate(tmp_path):
     assert res.exit_code == 1 and "missing: no such file or folder" in res.stderr
 
 
+@pytest.mark.slow
 def test_cli_outputs_are_checked_and_ignored_options_refused(tmp_path):
     export = tmp_path / "a.sqlite"
     export.write_bytes((EXPORTS / "layernorm-3impl-nsys2025.3.sqlite").read_bytes())
@@ -123,3 +128,60 @@ def test_cli_outputs_are_checked_and_ignored_options_refused(tmp_path):
     assert res.exit_code == 2 and "--ledger is not read when --session-noise is given" in res.stderr
     res = runner.invoke(app, ["compare", str(QUIET), str(QUIET_2), "--session-noise", "1", "-o", str(tmp_path / "c.md")])
     assert res.exit_code == 0 and "Rows: 16 not distinguishable." in (tmp_path / "c.md").read_text()
+
+
+def emit_nvtx_copy(tmp_path: Path, name: str, seq_step: int, slow: str | None = None) -> Path:
+    """The two-GPU capture with its forward and backward ranges named as PyTorch's emit_nvtx
+    names ops (``aten::forward, seq = N, op_id = N, sizes = [...]``, ids differing per copy), and
+    optionally every ``slow`` kernel half as long again."""
+    import shutil
+    import sqlite3
+
+    path = tmp_path / f"{name}.sqlite"
+    shutil.copy(FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite", path)
+    with sqlite3.connect(path) as con:
+        con.execute(
+            "UPDATE NVTX_EVENTS SET text = 'aten::' || text || ', seq = ' || (rowid * ?) || ', op_id = ' || (rowid + ?)"
+            " || ', sizes = [[64, 128], [128, ' || rowid || ']]' WHERE text IN ('forward', 'backward')",
+            (seq_step, seq_step),
+        )
+        if slow:
+            con.execute(
+                'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start + ("end" - start) * 3 / 2'
+                " WHERE shortName IN (SELECT id FROM StringIds WHERE value = ?)",
+                (slow,),
+            )
+    return path
+
+
+@pytest.mark.slow
+def test_pytorch_op_names_match_across_runs_by_op_and_kernel(tmp_path):
+    """Range names with per-call ids match nothing across runs; by (op, kernel) every row matches,
+    a run of the same build is not distinguishable, and a slowed kernel is slower in every op
+    it runs in and nowhere else."""
+    a, b = emit_nvtx_copy(tmp_path, "a", 3), emit_nvtx_copy(tmp_path, "b", 7)
+    by_range = compare.compare(compare.open_capture(a), compare.open_capture(b))
+    ops = by_range.filter(pl.col("range").str.starts_with("aten::"))
+    assert ops.height > 0 and set(ops["verdict"]) == {"only in base", "only in new"}
+    base, new = compare.open_capture(a, names="op"), compare.open_capture(b, names="op")
+    table = compare.compare(base, new)
+    assert base.keys == ["op", "kernel"] and set(table["op"]) >= {"aten::forward", "aten::backward"}
+    assert set(table["verdict"]) == {"not distinguishable"} and compare.matched_share(base, new) == (1.0, 1.0)
+    slowed = emit_nvtx_copy(tmp_path, "slow", 11, slow="vectorized_layer_norm_kernel")
+    table = compare.compare(base, compare.open_capture(slowed, names="op"))
+    slower = table.filter(pl.col("verdict") == "slower")
+    assert slower.height >= 1 and slower["kernel"].str.contains("::vectorized_layer_norm_kernel<").all()
+    assert set(table.filter(pl.col("verdict") != "slower")["verdict"]) == {"not distinguishable"}
+    on_devices = compare.compare(
+        compare.open_capture(a, names="op", by=("device",)), compare.open_capture(slowed, names="op", by=("device",))
+    )
+    assert set(on_devices["gpu_id"]) == {"0", "1"}
+    assert on_devices.filter(pl.col("verdict") == "slower").group_by("gpu_id").len().height == 2
+
+
+def test_cli_compare_by_op_says_how_much_time_matched(tmp_path):
+    a, b = emit_nvtx_copy(tmp_path, "a", 3), emit_nvtx_copy(tmp_path, "b", 7)
+    result = CliRunner().invoke(app, ["compare", str(a), str(b), "--names", "op", "--session-noise", "0"])
+    assert result.exit_code == 0, result.output
+    assert "Rows on both sides hold 100.0% of the base's kernel time and 100.0% of the new's." in result.stdout
+    assert "| op | kernel |" in result.stdout and "aten::forward" in result.stdout and "only in" not in result.stdout

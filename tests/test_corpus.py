@@ -13,6 +13,8 @@ from nsys_tools.cli import BUG, app
 
 from .conftest import FIXTURES
 
+pytestmark = pytest.mark.slow  # the 72 named bad inputs, each through the CLI (about 6 s)
+
 _spec = importlib.util.spec_from_file_location("bad_input_corpus", FIXTURES / "bad-input" / "corpus.py")
 corpus = sys.modules["bad_input_corpus"] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(corpus)
@@ -20,17 +22,49 @@ runner = CliRunner()
 
 
 def test_corpus_is_large_and_in_the_manifest():
-    assert len(corpus.CASES) >= 60
+    assert len(corpus.CASES) >= 85
     text = (FIXTURES / "bad-input" / "MANIFEST.md").read_text()
     assert corpus.manifest() in text  # regenerate with: python tests/fixtures/bad-input/corpus.py --manifest
 
 
+def _files(folder) -> dict[str, bytes | str]:
+    """Every entry under ``folder``: a regular file's bytes (a -wal and -journal included), else its kind."""
+    import hashlib
+    import os
+    import stat
+
+    out = {}
+    for root, dirs, names in os.walk(folder):
+        for name in [*dirs, *names]:
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode):
+                with open(path, "rb") as f:
+                    out[path] = hashlib.sha256(f.read()).digest()
+            else:
+                out[path] = stat.filemode(st.st_mode)
+    return out
+
+
+# Inputs whose bytes a read may still change: a WAL export is checkpointed by a reader that opens
+# it read-write; opening exports read-only without a checkpoint makes it none.
+WRITTEN_BY_READERS = {"wal-pending"}
+
+
 @pytest.mark.parametrize("name", list(corpus.CASES))
 def test_case(name, tmp_path, monkeypatch):
+    import tempfile
+
     case = corpus.CASES[name]
     monkeypatch.delenv("NSYS", raising=False)
-    args = case.build(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # nothing may be left in TMPDIR
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "in").mkdir()
+    args = case.build(tmp_path / "in")
+    before = _files(tmp_path)
     res = runner.invoke(app, ["report", *args, "--format", "csv"])
+    if name not in WRITTEN_BY_READERS:  # inputs keep their bytes, and nothing is written beside them
+        assert _files(tmp_path) == before
     errors = [line for line in res.stderr.splitlines() if line.startswith("Error:")]
     assert "Traceback" not in res.stderr and BUG not in res.stderr, res.stderr
     assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)

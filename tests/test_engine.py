@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 from polars.testing import assert_frame_equal
 
-from nsys_tools import engine
 from nsys_tools.errors import BadExport, SchedulerError
-from nsys_tools.report import kernel_summary, view_table
+from nsys_tools.read.window import WindowSpec
+from nsys_tools.run import engine
+from nsys_tools.run.report import kernel_summary, view_table
 
 from .conftest import FIXTURES
+
+pytestmark = pytest.mark.slow  # starts Dask clusters (about 10 s)
 
 distributed = pytest.importorskip("distributed", reason="needs nsys-tools[dask]")
 
@@ -47,11 +50,26 @@ def test_dask_table_equals_the_local_table(dask_engine, options):
     assert_frame_equal(on_dask, local)
 
 
-@pytest.mark.parametrize("view, by", [("ranges", ["device"]), ("api", []), ("memops", ["process"]), ("gaps", [])])
-def test_every_view_on_dask_equals_the_local_view(dask_engine, view, by):
-    local = view_table(EXPORTS, view, by=by, per_file=True)
+@pytest.mark.parametrize(
+    "view, by, options",
+    [
+        ("ranges", ["device"], {}),
+        ("api", [], {}),
+        ("memops", ["process"], {}),
+        ("gaps", [], {}),
+        ("utilization", ["stream"], {"bin_ns": 1_000_000}),
+        ("launch", ["device"], {}),
+        ("sync", [], {}),
+        ("idle", ["device"], {}),
+        ("idle", [], {"longest": 3}),
+        ("overlap", ["device"], {}),
+        ("kernels", [], {"window": WindowSpec(within="*#2")}),
+    ],
+)
+def test_every_view_on_dask_equals_the_local_view(dask_engine, view, by, options):
+    local = view_table(EXPORTS, view, by=by, per_file=True, **options)
     assert local.height > 2
-    assert_frame_equal(view_table(EXPORTS, view, by=by, per_file=True, engine=dask_engine), local)
+    assert_frame_equal(view_table(EXPORTS, view, by=by, per_file=True, engine=dask_engine, **options), local)
 
 
 def test_progress_and_order(dask_engine):

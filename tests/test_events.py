@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from nsys_tools import events
-from nsys_tools.export import open_export
+from nsys_tools.read import frames as events
+from nsys_tools.read.export import open_export
 
 from .conftest import FIXTURES
 

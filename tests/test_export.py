@@ -9,10 +9,10 @@ import stat
 import pytest
 from polars.testing import assert_frame_equal
 
-from nsys_tools import events
 from nsys_tools.errors import BadExport, MissingTable, NsysNotFound, NsysToolsError
-from nsys_tools.export import export_report, find_nsys, open_export
-from nsys_tools.report import kernel_summary
+from nsys_tools.read import frames as events
+from nsys_tools.read.export import export_report, find_nsys, open_export
+from nsys_tools.run.report import kernel_summary
 
 from .conftest import FIXTURES
 
@@ -165,6 +165,7 @@ def _script(path, body: str):
     return path
 
 
+@pytest.mark.slow
 def test_nsys_that_hangs_times_out(tmp_path, monkeypatch):
     monkeypatch.setenv("NSYS", str(_script(tmp_path / "nsys", "exec sleep 30\n")))
     monkeypatch.setenv("NSYS_TOOLS_NSYS_TIMEOUT", "1")
@@ -220,6 +221,7 @@ def test_report_in_a_read_only_folder(tmp_path, monkeypatch):
         open_export(tmp_path / "run.nsys-rep")
 
 
+@pytest.mark.slow
 def test_locked_export_is_named_as_locked(fixture_copy):
     path = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2025.3.sqlite")
     holder = sqlite3.connect(path)

@@ -94,10 +94,10 @@ def test_stdout_on_a_full_device_is_one_error(device, text):
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
-def test_stdout_closed_early_is_one_error():
+def test_stdout_closed_early_ends_quietly():
+    """The reader went away (``| head``): exit 0 and nothing on stderr, as Unix tools do."""
     exe = Path(sys.executable).with_name("nsys-tools")
     proc = subprocess.Popen([str(exe), "report", "--demo", "-f", "csv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # the reader went away (like `| head -0`)
     err = proc.stderr.read().decode()
-    assert proc.wait(timeout=120) == 1
-    assert err.startswith("Error: cannot write to standard output") and len(err.strip().splitlines()) == 1, err
+    assert proc.wait(timeout=120) == 0 and err == "", err

@@ -12,10 +12,12 @@ from typer.testing import CliRunner
 
 from nsys_tools.cli import BUG, app
 from nsys_tools.errors import NsysToolsError
-from nsys_tools.report import kernel_summary
-from nsys_tools.scrub import check
+from nsys_tools.read.scrub import check
+from nsys_tools.run.report import kernel_summary
 
 from .conftest import FIXTURES
+
+pytestmark = pytest.mark.slow  # 240 corruptions of real exports (about 18 s)
 
 SOURCES = [
     FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite",
@@ -97,3 +99,117 @@ def test_fuzzed_exports_give_a_table_or_a_named_error(tmp_path):
             assert res.exit_code == 0 or res.stderr.startswith("Error: ") and len(res.stderr.strip().splitlines()) == 1, label
         path.unlink()
     assert outcomes["error"] > CASES // 4 and outcomes["table"] > 0, outcomes  # the corruptions reach both outcomes
+
+
+# -- Hypothesis: hostile text in an export and hostile manifests in a sweep folder ---------------
+import json  # noqa: E402
+import shutil  # noqa: E402
+import sqlite3  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+HOSTILE_CHARS = st.sampled_from(list("|`*_[]<>&@#\\\r\n\t\x00\x1b\x07\x9b\x85\u2028\u2029\u202e\u2066\u200b\ufeff;:=/~ "))
+HOSTILE_TEXT = st.text(alphabet=st.one_of(HOSTILE_CHARS, st.characters(codec="utf-8", exclude_categories=("Cs",))), max_size=300)
+QUIET = Path(__file__).resolve().parents[1] / "reports" / "sweeps" / "20261129-183449-quiet"
+NEUTRALIZED = ("\x1b", "\u202e", "\u2066", "\u200b", "\x07", "\x9b")
+
+
+@pytest.fixture(scope="module")
+def hostile_export(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hostile") / "run.sqlite"
+    shutil.copyfile(SOURCES[0], path)
+    con = sqlite3.connect(path)
+    sid = con.execute("SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone()[0]
+    con.close()
+    return path, sid
+
+
+@pytest.mark.slow  # 60 names x 3 formats: about 40 s on 2 cores
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.one_of(HOSTILE_TEXT.filter(bool), st.binary(min_size=1, max_size=200)))
+def test_any_kernel_name_gives_a_neutral_table_or_one_error(hostile_export, name):
+    path, sid = hostile_export
+    con = sqlite3.connect(path)
+    with con:
+        con.execute("UPDATE StringIds SET value = CAST(? AS TEXT) WHERE id = ?", (name, sid))
+    con.close()
+    data = path.read_bytes()
+    runner = CliRunner()
+    for fmt in ("markdown", "table", "csv"):
+        res = runner.invoke(app, ["report", str(path), "-f", fmt])
+        assert "Traceback" not in res.stderr and BUG not in res.stderr, res.stderr
+        assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+        assert res.exit_code == 0 or (res.exit_code == 1 and res.stderr.startswith("Error: ")), res.stderr
+        if res.exit_code == 0 and fmt != "csv":
+            assert not any(c in res.stdout for c in NEUTRALIZED)
+        if res.exit_code == 0 and fmt == "markdown":
+            rows = [line for line in res.stdout.splitlines() if line.startswith("|") and not line.startswith("|-")]
+            assert len({_pipes(line) for line in rows}) == 1  # one cell per column, every row
+    assert path.read_bytes() == data  # reading changed nothing
+
+
+def _pipes(line: str) -> int:
+    """The unescaped pipes of a markdown row (a backslash escapes the next character)."""
+    n, k = 0, 0
+    while k < len(line):
+        if line[k] == "\\":
+            k += 2
+            continue
+        n += line[k] == "|"
+        k += 1
+    return n
+
+
+MANIFEST_VALUES = st.one_of(
+    HOSTILE_TEXT,
+    st.integers(),
+    st.none(),
+    st.lists(HOSTILE_TEXT, max_size=3),
+    st.dictionaries(HOSTILE_TEXT, HOSTILE_TEXT, max_size=2),
+)
+
+
+@pytest.fixture(scope="module")
+def one_shape_sweep(tmp_path_factory):
+    """The bundled sweep cut to one shape, as a starting point for hostile manifests."""
+    folder = tmp_path_factory.mktemp("sweep") / "s"
+    folder.mkdir()
+    for name in ("4096x768.sqlite", "4096x768.harness.json"):
+        shutil.copyfile(QUIET / name, folder / name)
+    manifest = json.loads((QUIET / "manifest.json").read_text())
+    manifest["shapes"] = {"4096x768": manifest["shapes"]["4096x768"]}
+    manifest["spec"]["shapes"] = ["4096x768"]
+    return folder, manifest
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    changes=st.dictionaries(
+        st.sampled_from(["spec.title", "spec.plugins", "spec.op", "spec.control", "spec.impls", "id", "created_utc", "kind",
+                         "gpu_before", "spec.outputs", "spec.shapes", "git", "nsys"]),
+        MANIFEST_VALUES,
+        max_size=4,
+    )
+)  # fmt: skip
+def test_any_manifest_gives_a_report_or_one_error_and_runs_no_code(one_shape_sweep, tmp_path_factory, changes):
+    folder, manifest = one_shape_sweep
+    marker = folder.parent / "ran"
+    planted = folder.parent / "planted.py"
+    planted.write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    edited = json.loads(json.dumps(manifest))
+    edited["spec"]["plugins"] = [str(planted), "planted"]
+    for key, value in changes.items():
+        where = edited["spec"] if key.startswith("spec.") else edited
+        where[key.removeprefix("spec.")] = value
+    (folder / "manifest.json").write_text(json.dumps(edited))
+    runner = CliRunner()
+    for args in (["-f", "csv"], ["-f", "markdown"]):
+        res = runner.invoke(app, ["report", str(folder), *args])
+        assert "Traceback" not in res.stderr and BUG not in res.stderr, (changes, res.stderr)
+        assert res.exception is None or isinstance(res.exception, SystemExit), (changes, repr(res.exception))
+        assert res.exit_code in (0, 1, 2), res.stderr
+        if res.exit_code == 1:
+            assert [line for line in res.stderr.splitlines() if line.startswith("Error: ")], res.stderr
+    assert not marker.exists(), changes

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from capture.harness import main
+from nsys_tools.capture.harness import main
+from nsys_tools.convention import round_orders
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "softmax_op.py"
 
@@ -31,3 +32,6 @@ def test_harness_records_every_phase(tmp_path, op, impls, shape, outputs):
     assert {n: i["outputs"] for n, i in record["implementations"].items()}[names[2]] == "allocates"
     assert len(record["spans"]["span_ns"]) == 2 * 5 * len(names) and min(record["spans"]["span_ns"]) > 0
     assert record["buffer_sets"] >= 2  # cold: the inputs rotate
+    # The event-timed rounds ran in the recorded orders (default seed 0), call by call.
+    assert record["seed"] == 0 and record["orders"] == round_orders(names, 2, 0)
+    assert record["spans"]["impl"] == [name for order in record["orders"] for name in order for _ in range(5)]

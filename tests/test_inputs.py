@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.errors import BadExport, NsysNotFound
-from nsys_tools.inputs import expand_inputs
-from nsys_tools.report import kernel_summary
+from nsys_tools.read.inputs import expand_inputs
+from nsys_tools.run.report import kernel_summary
 
 from .conftest import FIXTURES
 
@@ -50,25 +50,29 @@ def test_a_report_and_its_export_are_one(tmp_path):
     os.utime(rep, (1, 1))
     shutil.copyfile(NEW, tmp_path / "run.sqlite")
     assert expand_inputs([rep, tmp_path / "run.sqlite"]) == [rep]
-    assert expand_inputs([tmp_path]) == [rep]
+    assert expand_inputs([tmp_path]) == [tmp_path / "run.sqlite"]  # a folder holding both: the .sqlite
+    assert expand_inputs([tmp_path], reexport=True) == [rep]
 
 
-def test_a_stale_export_is_exported_again(tmp_path, monkeypatch):
-    """x.sqlite older than x.nsys-rep: given directly or found in a folder, the report is
-    exported again (here by a stand-in nsys that writes the 2024.2 export)."""
+def test_a_named_report_newer_than_its_export_is_exported_again(tmp_path, monkeypatch):
+    """x.sqlite older than x.nsys-rep: the named report (or the .sqlite with reexport) is
+    exported again (here by a stand-in nsys that writes the 2024.2 export); the .sqlite named
+    alone, or found in a folder, is read as given."""
     monkeypatch.setenv("NSYS", str(fake_nsys(tmp_path, source=OLD)))
     stale = tmp_path / "run.sqlite"
     shutil.copyfile(NEW, stale)
     os.utime(stale, (1, 1))
     (tmp_path / "run.nsys-rep").write_bytes(b"newer report")
-    assert_frame_equal(kernel_summary([stale]), kernel_summary([OLD]), rel_tol=1e-12)
+    assert_frame_equal(kernel_summary([tmp_path]), kernel_summary([NEW]), rel_tol=1e-12)
+    assert not (tmp_path / "nsys.log").exists()
+    assert_frame_equal(kernel_summary([stale], reexport=True), kernel_summary([OLD]), rel_tol=1e-12)
     assert len((tmp_path / "nsys.log").read_text().splitlines()) == 1
     assert stale.read_bytes() == OLD.read_bytes()
-    kernel_summary([tmp_path])  # now current: reused, nsys not run again
+    kernel_summary([tmp_path / "run.nsys-rep"])  # now current: reused, nsys not run again
     assert len((tmp_path / "nsys.log").read_text().splitlines()) == 1
 
 
-def test_stale_export_without_nsys_says_so(tmp_path, monkeypatch):
+def test_a_named_stale_report_without_nsys_says_so(tmp_path, monkeypatch):
     monkeypatch.delenv("NSYS", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     stale = tmp_path / "run.sqlite"
@@ -76,7 +80,7 @@ def test_stale_export_without_nsys_says_so(tmp_path, monkeypatch):
     os.utime(stale, (1, 1))
     (tmp_path / "run.nsys-rep").write_bytes(b"newer report")
     with pytest.raises(NsysNotFound, match="run.nsys-rep: nsys .* not found"):
-        kernel_summary([stale])
+        kernel_summary([tmp_path / "run.nsys-rep"])
 
 
 def test_folders(tmp_path):

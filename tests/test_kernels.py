@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from capture.explore import around_candidates
-from kernels.cuda import Held, Launch, held_for, launch_config
-from kernels.layernorm import OP
-from kernels.registry import IMPLS, UnsupportedShape, copy_bytes, get, layernorm_bytes
+from nsys_tools.capture.explore import around_candidates
 from nsys_tools.errors import UsageError
+from nsys_tools.kernels.cuda import Held, Launch, held_for, launch_config
+from nsys_tools.kernels.layernorm import OP
+from nsys_tools.kernels.registry import IMPLS, UnsupportedShape, copy_bytes, get, layernorm_bytes
 from nsys_tools.plugin import Registry
 
 parse_shape = OP.parse_shape
@@ -185,12 +185,12 @@ def test_cluster_plans():
 
 
 def test_explore_summary_of_an_h200_session():
-    """``capture.explore``'s closing table, rebuilt from the raw rows an H200 session wrote: the
+    """``nsys_tools.capture.explore``'s closing table, rebuilt from the raw rows an H200 session wrote: the
     same medians and ratios that session printed (explore-g0.log)."""
     import json
     from pathlib import Path
 
-    from capture.explore import summary
+    from nsys_tools.capture.explore import summary
 
     folder = Path(__file__).resolve().parents[1] / "reports" / "explore" / "controls-dispatch"
     table = summary(json.loads((folder / "explore-g0.json").read_text()))

@@ -12,9 +12,9 @@ import random
 
 import pytest
 
-from kernels import liger_ln
-from kernels.layernorm import OP
-from kernels.registry import IMPLS, problem
+from nsys_tools.kernels import liger_ln
+from nsys_tools.kernels.layernorm import OP
+from nsys_tools.kernels.registry import IMPLS, problem
 from nsys_tools.plugin import UnsupportedShape
 
 parse_shape = OP.parse_shape
@@ -46,7 +46,7 @@ def _skip_without_extra(name: str) -> None:
 def _run_and_check(impl, prob) -> float:
     import torch
 
-    from capture.harness import check
+    from nsys_tools.capture.harness import check
 
     _skip_without_extra(impl.name)
     return check(OP, impl, impl.setup(prob), prob, torch.cuda.synchronize)
@@ -107,7 +107,7 @@ def test_offset_mean(name):
     """Rows with mean 1000 and unit spread. The fp32 mean itself is off by ~1e-5 relative to the
     spread, so the bound is 1e-4; a variance from the sum of squares (E[x^2] - mean^2, both near
     1e6 in fp32) would be off by percents and fail it."""
-    from kernels.registry import get
+    from nsys_tools.kernels.registry import get
 
     err = _run_and_check(get(name), _problem(512, 1024, mean=1000.0))
     assert err < 1e-4
@@ -134,8 +134,8 @@ def test_bulk_plans(name, shape):
     cannot hold a width say so."""
     import torch
 
-    from capture.harness import check
-    from kernels.registry import get
+    from nsys_tools.capture.harness import check
+    from nsys_tools.kernels.registry import get
 
     impl = get(name)
     m, n = parse_shape(shape)
@@ -151,7 +151,7 @@ def test_bulk_plans(name, shape):
 
 @pytest.mark.parametrize("name", BULK_PLANS)
 def test_bulk_plans_strided_rows(name):
-    from kernels.registry import get
+    from nsys_tools.kernels.registry import get
 
     prob = _problem(257, 768, row_pad=4)
     assert _run_and_check(get(name), prob) < TOLERANCE
@@ -162,7 +162,7 @@ def test_bulk_plans_strided_rows(name):
 def test_held_cache_policies(name, shape):
     """Streaming loads with default stores (5), and gamma and beta loaded with x (+8), on the
     float4 path and the scalar one (odd widths), with rows that leave threads idle."""
-    from kernels.registry import get
+    from nsys_tools.kernels.registry import get
 
     m, n = parse_shape(shape)
     impl = get(name)

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from nsys_tools import ledger, sweep
 from nsys_tools.errors import CaptureError
+from nsys_tools.study import folder as sweep
+from nsys_tools.study import ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = ROOT / "reports" / "sweeps"
@@ -50,6 +51,7 @@ def _bad_ledgers(tmp_path) -> dict[str, tuple[Path, str]]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["empty", "garbage", "foreign", "odd", "damaged", "folder"])
 def test_every_ledger_command_refuses_a_bad_ledger(tmp_path, kind):
     path, message = _bad_ledgers(tmp_path)[kind]
@@ -70,6 +72,7 @@ def test_every_ledger_command_refuses_a_bad_ledger(tmp_path, kind):
         assert path.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_a_failed_capture_is_not_a_session(tmp_path):
     folder = tmp_path / "failed"
     folder.mkdir()
@@ -100,6 +103,7 @@ def test_history_of_an_implementation_against_itself_is_a_usage_error():
     assert res.exit_code == 2 and "compare two implementations" in res.stderr
 
 
+@pytest.mark.slow
 def test_old_ledgers_are_read_and_migrated(tmp_path):
     """A ledger whose bandwidth column is still gbps reads as gb_per_s, and is renamed on write."""
     book = tmp_path / "old.sqlite"
@@ -125,6 +129,7 @@ def test_ledger_location(tmp_path, monkeypatch):
     assert ledger.default_path(QUIET) == tmp_path / "mine.sqlite"
 
 
+@pytest.mark.slow
 def test_issue_from_elsewhere_writes_only_where_told(tmp_path, monkeypatch):
     """Run from another folder: the ledger beside the sweeps is read, the charts go to
     charts/<id> here (or --charts), and nothing else appears; stderr says where things went."""

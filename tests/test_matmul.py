@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from kernels.matmul import OPS
-from kernels.matmul_cuda import NAMED_PLANS, VARIANTS, Operands, plan, variants
-from nsys_tools import census
 from nsys_tools.errors import UsageError
+from nsys_tools.kernels.matmul import OPS
+from nsys_tools.kernels.matmul_cuda import NAMED_PLANS, VARIANTS, Operands, plan, variants
 from nsys_tools.plugin import UnsupportedShape
+from nsys_tools.study import census
 
 OP = {op.dtype: op for op in OPS}
 
@@ -48,7 +48,7 @@ def test_impls_and_explicit_plans():
 
 def test_import_needs_no_gpu_stack():
     heavy = [m for m in sys.modules if m.split(".")[0] in ("torch", "cupy", "polars")]
-    import kernels.matmul  # noqa: F401  (already imported: nothing heavy came with it)
+    import nsys_tools.kernels.matmul  # noqa: F401  (already imported: nothing heavy came with it)
 
     assert [m for m in sys.modules if m.split(".")[0] in ("torch", "cupy")] == [m for m in heavy if m.split(".")[0] != "polars"]
 
@@ -95,6 +95,7 @@ def _census(dtype: str, impls: list[str], shape: str = "4096x4096x4096"):
     return {r["impl"]: r for r in census.census(op, shape, [op.impl(i) for i in impls], "sm_90").iter_rows(named=True)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["bf16", "tf32"])
 def test_wgmma_kernels_are_what_they_claim(dtype):
     """HGMMA fed by TMA (no global loads in the kernel), no spills, registers within the 168 a
@@ -114,6 +115,7 @@ def test_wgmma_kernels_are_what_they_claim(dtype):
         assert base["ld_shared"] == 16  # B^T fragments: 4 k steps x 4 registers per stage
 
 
+@pytest.mark.slow
 def test_lineage_and_triton_census():
     rows = _census("bf16", ["simt", "mma", "triton"])
     assert rows["simt"]["hmma"] == rows["simt"]["hgmma"] == 0 and rows["simt"]["local_bytes"] == 0

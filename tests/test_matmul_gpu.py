@@ -13,8 +13,8 @@ import random
 
 import pytest
 
-from kernels.matmul import ELEMENTWISE_TOLERANCE, OPS, elementwise_error
-from kernels.matmul_cuda import variants
+from nsys_tools.kernels.matmul import ELEMENTWISE_TOLERANCE, OPS, elementwise_error
+from nsys_tools.kernels.matmul_cuda import variants
 from nsys_tools.plugin import Buffers, UnsupportedShape
 
 pytestmark = pytest.mark.gpu

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from capture.harness import make_sets, prepare, setup
+from nsys_tools.capture.harness import make_sets, prepare, setup
 from nsys_tools.errors import NsysToolsError, PluginError, UsageError
 from nsys_tools.plugin import Buffers, Impl, Registry, UnsupportedShape, lazy
 
@@ -138,3 +138,16 @@ def _make_sloppy(buffers: Buffers):
         buffers.y[0, 0] += 1.0
 
     return launch
+
+
+def test_a_folder_naming_a_shipped_study_loads_it_and_nothing_else(tmp_path, monkeypatch):
+    """A sweep captured with ``--plugin kernels.matmul`` (the shipped study's old name) gets its
+    op back from the package; a file or another module the manifest names is never imported."""
+    from nsys_tools.plugin import shipped_plugins
+
+    planted = tmp_path / "planted.py"
+    planted.write_text("raise SystemExit('planted code ran')\n")
+    (tmp_path / "planted_mod.py").write_text("raise SystemExit('planted code ran')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    named = ["kernels.matmul", "nsys_tools.kernels.layernorm", str(planted), "planted_mod", "nsys_tools.cli", "os"]
+    assert shipped_plugins(named) == ["nsys_tools.kernels.matmul", "nsys_tools.kernels.layernorm"]

@@ -12,10 +12,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_quick_start_is_two_commands_and_ci_runs_the_test_one():
     readme = (ROOT / "README.md").read_text()
-    block = re.search(r"## Quick start\n\n```sh\n(.*?)```", readme, re.S).group(1).strip().splitlines()
-    assert len(block) == 2
-    assert "nsys-tools report --demo" in block[0] and "pytest" in block[1]
-    assert block[1] in (ROOT / ".ci" / "run").read_text().splitlines()
+    section = readme.split("## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    usage, fresh = (b.strip().splitlines() for b in re.findall(r"```sh\n(.*?)```", section, re.S))
+    # It begins with a report of one's own export, then the views, then the sweep.
+    assert usage[0].startswith("nsys-tools report my.sqlite ")
+    assert "--view" in usage[1] and "--demo --issue" in usage[2]
+    # On a fresh machine: two commands, the main job on a bundled real capture, then the tests.
+    assert len(fresh) == 2
+    capture = fresh[0].rsplit(" ", 1)[1]
+    assert "nsys-tools report " in fresh[0] and capture.endswith(".sqlite") and (ROOT / capture).is_file()
+    assert "pytest" in fresh[1] and fresh[1] in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
 def test_python_api_example_runs(monkeypatch, capsys):

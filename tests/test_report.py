@@ -8,7 +8,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from nsys_tools.report import glob_regex, kernel_summary
+from nsys_tools.read.names import glob_regex
+from nsys_tools.run.report import kernel_summary
 
 from .conftest import FIXTURES
 
@@ -62,12 +63,12 @@ def test_columns_and_order():
     assert df.filter(pl.col("range") == "")["instances"].sum() == 381 - 300  # warm-up and setup kernels kept
 
 
-def test_short_names_merge_template_instances():
+def test_short_names_keep_template_instances_apart():
     short = kernel_summary([CASES[0][0]], names="short")
     demangled = kernel_summary([CASES[0][0]], names="demangled")
     assert short["instances"].sum() == demangled["instances"].sum() == 381
     assert "vectorized_elementwise_kernel" in short["kernel"].to_list()
-    assert short.height < demangled.height
+    assert short.height == demangled.height and short["kernel"].n_unique() == demangled["kernel"].n_unique()
 
 
 def test_filters_by_glob():
@@ -84,10 +85,21 @@ def test_memops_are_reported_on_request():
 
 
 def test_all_enclosing_ranges_on_request():
-    inner = kernel_summary([CASES[0][0]], nesting="innermost")
-    every = kernel_summary([CASES[0][0]], nesting="all")
-    # The fixture's ranges do not nest, so each kernel has at most one enclosing range.
-    assert_frame_equal(every.sort("range", "kernel"), inner.sort("range", "kernel"), check_exact=False, rel_tol=1e-12)
+    """On ranges that nest (tests/fixtures/multi-gpu/MANIFEST.md: `step=<k>` > `forward`, `backward`;
+    78 kernels), every enclosing range counts a kernel; innermost, only the deepest does."""
+    multi = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"
+    inner = kernel_summary([multi], nesting="innermost")
+    every = kernel_summary([multi], nesting="all")
+    per_range = lambda t: dict(t.group_by("range").agg(pl.col("instances").sum()).iter_rows())  # noqa: E731
+    inner_n, every_n = per_range(inner), per_range(every)
+    assert sum(inner_n.values()) == 78 and not any(r.startswith("step=") for r in inner_n)
+    steps = {r: n for r, n in every_n.items() if r.startswith("step=")}
+    assert sorted(steps) == ["step=0", "step=1", "step=2", "step=3"]
+    assert sum(steps.values()) == inner_n["forward"] + inner_n["backward"]  # every step's kernels are in forward or backward
+    assert {r: n for r, n in every_n.items() if r not in steps} == inner_n
+    # Where ranges do not nest (the LayerNorm fixture), both give the same table.
+    flat = kernel_summary([CASES[0][0]], nesting="all")
+    assert_frame_equal(flat.sort("range", "kernel"), kernel_summary([CASES[0][0]]).sort("range", "kernel"), rel_tol=1e-12)
 
 
 def test_several_files_aggregate_or_stay_apart():

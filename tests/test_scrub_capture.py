@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_tools.scrub import scrub
+from nsys_tools.read.scrub import scrub
 
 WORKLOAD = Path(__file__).parent / "fixtures" / "bad-input" / "workload.py"
 SECRET = "planted-secret-in-a-real-capture"

@@ -11,9 +11,10 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from nsys_tools import ledger, sweep, verdict
 from nsys_tools.cli import app
 from nsys_tools.errors import BadExport
+from nsys_tools.study import folder as sweep
+from nsys_tools.study import ledger, verdict
 
 SWEEPS = Path(__file__).resolve().parents[1] / "reports" / "sweeps"
 QUIET = SWEEPS / "20261129-183449-quiet"
@@ -94,6 +95,7 @@ def test_calls_fall_back_to_one_per_operation_when_the_count_does_not_divide():
     assert named.height == raw.height
 
 
+@pytest.mark.slow
 def test_json_markdown_csv_carry_the_same_rows():
     js = json.loads(runner.invoke(app, ["report", str(QUIET), "-f", "json"]).stdout)
     csv = runner.invoke(app, ["report", str(QUIET), "-f", "csv"]).stdout.splitlines()
@@ -146,6 +148,7 @@ def test_verdict_flags_low_clocks(tmp_path):
 
 
 @pytest.mark.parametrize(("bits", "quiet"), [(0x4, True), (0x20, True), (0x0, False), (-1, False)])
+@pytest.mark.slow
 def test_a_clock_held_by_the_gpus_own_power_cap_is_not_contention(tmp_path, bits, quiet):
     """The bf16 matmul drew the H200 to 704 W and its clock to 1515 MHz. Where NVML says the GPU's own
     power or thermal limit held the clock, the session stays quiet with a note; otherwise it is flagged."""
@@ -181,6 +184,7 @@ def book(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_ledger_sessions_and_bands(book):
     s = ledger.sessions(book)
     assert s.height == 4 and s.filter(pl.col("quiet") == 0)["id"].to_list() == [LOADED.name]
@@ -192,6 +196,7 @@ def test_ledger_sessions_and_bands(book):
     assert row["band_hi_ns"] == pytest.approx(medians["kernel_median_ns"].max() * (1 + ledger.BAND_MARGIN))
 
 
+@pytest.mark.slow
 def test_history_command(book):
     res = runner.invoke(app, ["history", "--shape", "4096x768", "--impl", "ours", "--vs", "triton", "--ledger", str(book)])
     assert res.exit_code == 0
@@ -201,6 +206,7 @@ def test_history_command(book):
     assert (hist["ratio"] < 0.9).all()
 
 
+@pytest.mark.slow
 def test_reject_and_issue_comment(book, tmp_path):
     res = runner.invoke(
         app,
@@ -239,6 +245,7 @@ def test_reject_and_issue_comment(book, tmp_path):
         assert (tmp_path / "charts" / f"{name}.html").exists()
 
 
+@pytest.mark.slow
 def test_loaded_capture_is_flagged(book, tmp_path):
     res = runner.invoke(app, ["report", str(LOADED), "--issue", "--ledger", str(book), "--charts", str(tmp_path)])
     assert res.exit_code == 0
@@ -248,8 +255,9 @@ def test_loaded_capture_is_flagged(book, tmp_path):
     assert "<details><summary>Contention evidence</summary>" in md
 
 
+@pytest.mark.slow
 def test_ratio_intervals(quiet):
-    from nsys_tools.metrics import ratios
+    from nsys_tools.views.stats import ratios
 
     r = ratios(quiet.calls, "triton")
     ours = r.filter((pl.col("impl") == "ours") & (pl.col("shape") == "4096x768")).row(0, named=True)
@@ -263,9 +271,10 @@ def test_ratio_intervals(quiet):
     assert not same["distinguishable"].any()  # identical samples: the interval contains 1
 
 
+@pytest.mark.slow
 def test_chart_specs(quiet):
-    from nsys_tools import charts
-    from nsys_tools.metrics import ratios
+    from nsys_tools.render import charts
+    from nsys_tools.views.stats import ratios
 
     spec = charts.kernel_time(sweep.summary(quiet), ["ours", "triton", "torch", "copy"]).to_dict()
     assert spec["facet"]["column"]["field"] == "shape" and spec["resolve"]["scale"]["y"] == "independent"
@@ -275,6 +284,7 @@ def test_chart_specs(quiet):
     assert any(layer.get("encoding", {}).get("y", {}).get("field") == "y" for layer in rspec["layer"])  # the line at 1.0
 
 
+@pytest.mark.slow
 def test_shapes_not_captured_are_named(tmp_path):
     folder = tmp_path / "cut"
     shutil.copytree(QUIET, folder)
@@ -304,7 +314,8 @@ def test_throughput_as_a_share_of_the_gpus_peak(monkeypatch):
     """A capture with no copy gets a throughput table; with the op's peak for this GPU, each cell
     carries its share of it and the comment says where the figure comes from."""
     run = sweep.load(SWEEPS / "20261129-225825-cuda-softmax")
-    from nsys_tools.issue import _throughput
+    run.plugins = [str(SWEEPS.parents[1] / "examples" / "softmax_op.py")]  # the manifest's is never imported
+    from nsys_tools.study.issue import _throughput
 
     summ = sweep.summary(run)
     impls = list(dict.fromkeys(summ["impl"]))
@@ -318,12 +329,13 @@ def test_throughput_as_a_share_of_the_gpus_peak(monkeypatch):
 
 
 def test_matmul_ops_know_the_h200_peak():
-    from kernels.matmul import OPS
+    from nsys_tools.kernels.matmul import OPS
 
     peaks = {op.dtype: op.peaks["NVIDIA H200"][0] for op in OPS}
     assert peaks == {"bf16": 989.5, "tf32": 494.5}
 
 
+@pytest.mark.slow
 def test_rejected_variants_keep_to_their_op(tmp_path):
     """A comment lists its own op's rejected variants: by --op, else by the sweep's op."""
     book = tmp_path / "ledger.sqlite"
@@ -338,3 +350,17 @@ def test_rejected_variants_keep_to_their_op(tmp_path):
     assert ledger.rejected(book).height == 4
     md = runner.invoke(app, ["report", str(MATMUL_BF16), "--issue", "--ledger", str(book)]).stdout
     assert "| by\\_sweep |" in md and "| named\\_mm |" in md and "by\\_op" not in md
+
+
+def test_sweeps_from_before_the_shuffle_read_as_the_rotation_they_ran(quiet):
+    """A sweep recorded before each round's order was: its orders are the rotation, and that is the
+    order its trace shows the implementations starting in, round by round, at every shape."""
+    assert quiet.order == "rotated"
+    first_calls = quiet.calls.group_by("shape", "round", "impl").agg(pl.col("start_ns").min()).sort("start_ns")
+    for shape in quiet.units:
+        ran = first_calls.filter(pl.col("shape") == shape).group_by("round", maintain_order=True).agg("impl").sort("round")
+        assert ran["impl"].to_list() == quiet.round_orders(shape)
+    assert quiet.round_orders("4096x768")[1] == ["triton", "torch", "copy", "ours"]
+    from nsys_tools.study import issue
+
+    assert "order rotated each round" in issue.compose(quiet, None, None).markdown

@@ -7,6 +7,15 @@
 | ``api`` | CUDA API function | ``cuda_api_sum`` |
 | ``memops`` | memory operation kind: bytes, time, bandwidth | ``cuda_gpu_mem_size_sum``, ``cuda_gpu_mem_time_sum`` |
 | ``gaps`` | GPU idle interval above a threshold | (none) |
+| ``utilization`` | device (and time window): busy, compute, communication, memory, idle | ``gpu_time_util`` recipe |
+| ``launch`` | kernel: launch call duration, queue time before the kernel starts | ``cuda_kern_exec_sum`` |
+| ``sync`` | blocking synchronization call | ``cuda_api_sync`` recipe |
+| ``idle`` | device and idle cause (or, ``longest=N``, idle interval) | ``gpu_gaps`` recipe (intervals) |
+| ``nccl`` | NCCL collective: kernels, time, bytes from NVTX payloads | ``nccl_sum`` recipe |
+| ``overlap`` | device and step: NCCL time hidden behind compute, exposed | ``nccl_gpu_overlap_trace`` recipe |
+| ``stragglers`` | step: the slowest rank and by how much; ranks late most often | (none) |
+| ``hist`` | kernel (or range) and duration bin | ``cuda_gpu_kern_hist`` recipe |
+| ``pace`` | kernel (or range) instance, in order: interval, gap, drift | ``cuda_gpu_kern_pace``, ``nvtx_gpu_proj_pace`` recipes |
 
 Each view is a module with three functions, so that one export and many (on one machine or
 one task per export on a cluster) share every step:
@@ -21,12 +30,17 @@ one task per export on a cluster) share every step:
 ``keys`` are the leading group-by columns: ``by_columns(["device", "process", "stream"])``, and
 ``file`` when exports are kept apart. ``partial`` and ``finalize`` below run a view by name,
 routing each option to the step that takes it; ``table`` is both for one trace.
+
+Views are registered (``register(View(...))``): the CLI's ``--view`` choices, the pipeline and
+``run/chunked.py`` read the registry, so a new view is its module plus one ``register`` call (the
+built-in ones are registered below).
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from importlib import import_module
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -34,16 +48,95 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import polars as pl
 
-    from ..trace import Trace
+    from ..read.trace import Trace
 
-NAMES = ("kernels", "ranges", "api", "memops", "gaps")
-# Views whose partial of any subset of the operations (with their launch calls) merges with the
-# others' into the partial of all: ``chunked.py`` reads them a piece at a time.
-SPLITTABLE = ("kernels", "api", "memops")
-# Views whose partial needs the operations in order of start time: ``chunked.py`` reads them as
-# pieces split by launch (each view's ``split``), then as slices in time order (``window``,
-# carrying what a slice needs of the earlier ones), then merges (``close``).
-ORDERED = ("ranges", "gaps")
+
+@dataclass(frozen=True)
+class View:
+    """A view as the registry knows it, before its module (which needs Polars) is imported.
+
+    ``module`` holds ``COLUMNS`` and the steps ``read``, ``partial`` and ``finalize``; an ordered view
+    also ``split``, ``window`` and ``close`` (``run/chunked.py`` reads it in slices in time order)."""
+
+    name: str
+    module: str
+    summary: str
+    # Partials of any subsets of the operations (with their launch calls) merge into the partial of
+    # all: ``run/chunked.py`` reads such a view a piece at a time.
+    splittable: bool = False
+    # The partial needs the operations in order of start time: read as pieces split by launch, then
+    # as slices in time order, carrying what a slice needs of the earlier ones, then merged.
+    ordered: bool = False
+
+    def load(self) -> ModuleType:
+        return import_module(self.module)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The table's columns after the ``by`` keys."""
+        return tuple(self.load().COLUMNS)
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The options its steps take (keyword arguments of ``read`` and ``partial``)."""
+        module = self.load()
+        return tuple(dict.fromkeys([*_options(module.read), *_options(module.partial)]))
+
+
+REGISTRY: dict[str, View] = {}
+
+
+def register(view: View) -> View:
+    """Add ``view`` (a later registration of a name replaces the earlier one)."""
+    if not view.name.isidentifier():
+        raise ValueError(f"view name {view.name!r} is not an identifier")
+    if view.splittable and view.ordered:
+        raise ValueError(f"view {view.name}: a view is read in pieces (splittable) or in time order (ordered), not both")
+    REGISTRY[view.name] = view
+    return view
+
+
+for _view in (
+    View("kernels", f"{__name__}.kernels", "kernel time per NVTX range and kernel", splittable=True),
+    View("ranges", f"{__name__}.ranges", "GPU time projected per NVTX range, and its CPU time", ordered=True),
+    View("api", f"{__name__}.api", "CUDA API calls per function", splittable=True),
+    View("memops", f"{__name__}.memops", "memory operations by kind: bytes, time, bandwidth", splittable=True),
+    View("gaps", f"{__name__}.gaps", "GPU idle intervals and what ran around them", ordered=True),
+    View("utilization", f"{__name__}.utilization", "per device: busy, compute, communication, memory, idle", ordered=True),
+    View("launch", f"{__name__}.launch", "per kernel: launch call and queue time before the kernel starts", splittable=True),
+    View("sync", f"{__name__}.sync", "blocking synchronization calls and what they cost", splittable=True),
+    View("idle", f"{__name__}.idle", "GPU idle time by cause, or the longest idle intervals", ordered=True),
+    View("nccl", f"{__name__}.nccl", "NCCL collectives per device and rank: kernels, time, bytes"),
+    View("overlap", f"{__name__}.overlap", "NCCL time hidden behind compute, and exposed, per step", ordered=True),
+    View("stragglers", f"{__name__}.stragglers", "per step: the slowest rank and by how much"),
+    View("hist", f"{__name__}.hist", "duration histogram per kernel (or per range)"),
+    View("pace", f"{__name__}.pace", "instances in order: interval, gap, drift"),
+):
+    register(_view)
+
+
+def names() -> tuple[str, ...]:
+    return tuple(REGISTRY)
+
+
+def spec(name: str) -> View:
+    """The registered view ``name``."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown view {name!r}: choose from {', '.join(REGISTRY)}") from None
+
+
+def __getattr__(name: str):
+    """``NAMES``, ``SPLITTABLE`` and ``ORDERED``: the registered views' names, as they are now."""
+    if name == "NAMES":
+        return names()
+    if name == "SPLITTABLE":
+        return tuple(v.name for v in REGISTRY.values() if v.splittable)
+    if name == "ORDERED":
+        return tuple(v.name for v in REGISTRY.values() if v.ordered)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # The --by keys and the columns each adds. A stream id is unique only within a process on one
 # device, so the stream key carries both.
@@ -65,9 +158,7 @@ def by_columns(by: Iterable[str]) -> list[str]:
 
 def get(name: str) -> ModuleType:
     """The module of view ``name``."""
-    if name not in NAMES:
-        raise ValueError(f"unknown view {name!r}: choose from {', '.join(NAMES)}")
-    return import_module(f"{__name__}.{name}")
+    return spec(name).load()
 
 
 def _options(step) -> list[str]:
@@ -75,9 +166,21 @@ def _options(step) -> list[str]:
     return list(inspect.signature(step).parameters)[2:]
 
 
-def partial(name: str, trace: Trace, by: Sequence[str], **options) -> pl.LazyFrame:
-    """View ``name``'s partial table of one trace, grouped by the ``by`` columns (``by_columns``)."""
+def windowed(trace: Trace, window) -> Trace:
+    """``trace`` through ``window``: a ``read.window.WindowSpec`` (resolved against it), a
+    ``Window``, or None (the whole run)."""
+    from ..read.window import WindowSpec, resolve
+
+    if window is None:
+        return trace
+    return trace.within(resolve(trace, window) if isinstance(window, WindowSpec) else window)
+
+
+def partial(name: str, trace: Trace, by: Sequence[str], *, window=None, **options) -> pl.LazyFrame:
+    """View ``name``'s partial table of one trace, grouped by the ``by`` columns (``by_columns``),
+    of what starts inside ``window`` (``windowed``)."""
     view = get(name)
+    trace = windowed(trace, window)
     unknown = set(options) - {*_options(view.read), *_options(view.partial)}
     if unknown:
         raise TypeError(f"view {name} takes no option {sorted(unknown)[0]!r}")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from .. import metrics
+from . import stats as metrics
 
 MEASURED = {"duration_ns": "{}_ns"}
 COLUMNS = ("api", "instances", *metrics.timed())
@@ -44,7 +44,7 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
     shown = display(pl.col("api"))
     return (
         metrics.finalize(merged, groups, MEASURED)
-        .with_columns(pl.col("api").cast(pl.String), time_pct=metrics.share("total_ns"))
+        .with_columns(pl.col("api").cast(pl.String), time_pct=metrics.share("total_ns", keys))
         .sort(["total_ns", *groups], descending=[True] + [False] * len(groups), nulls_last=True)
         .with_columns(api=pl.when(pl.col("api").n_unique().over(shown) > 1).then(pl.col("api")).otherwise(shown))
         .select(*keys, *COLUMNS)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from .. import metrics
+from . import stats as metrics
 
 MEASURED = {"duration_ns": "{}_ns"}
 COLUMNS = ("range", "kernel", "instances", *metrics.timed())
@@ -20,12 +20,42 @@ COLUMNS = ("range", "kernel", "instances", *metrics.timed())
 def read(
     trace, by: Sequence[str], *, names: str = "demangled", include_memops: bool = False, nesting: str = "innermost"
 ) -> pl.LazyFrame:
-    """Attributed GPU operations: ``by`` columns, ``range``, ``kernel`` (demangled or short
-    name; memory operations by their label) and ``duration_ns``."""
-    name = "short_name" if names == "short" else "name"
+    """Attributed GPU operations: ``by`` columns, ``range``, ``kernel`` and ``duration_ns``.
+    ``kernel`` is the demangled name (memory operations: their label); with ``names="short"``,
+    nsys's short name and the demangled one joined by ``SEP``, so that kernels are still told
+    apart by their full names until ``finalize`` (``short_names``) shows them short.
+    ``names="op"``: demangled kernel names and range names without PyTorch's per-call ids
+    (``read.names.op_name``)."""
     kinds = ("kernel", "memcpy", "memset") if include_memops else ("kernel",)
-    ops = trace.gpu_ops(attributed=True, nesting=nesting, columns=[*by, name, "duration_ns"], kinds=kinds)
-    return ops.select(*by, "range", "duration_ns", kernel=name)
+    wanted = ["short_name", "name"] if names == "short" else ["name"]
+    ops = trace.gpu_ops(attributed=True, nesting=nesting, columns=[*by, *wanted, "duration_ns"], kinds=kinds)
+    # A name holding the separator itself (a hostile export) shows it as U+FFFD: the key splits once.
+    unsep = {c: pl.col(c).str.replace_all(SEP, "\ufffd", literal=True) for c in ("short_name", "name")}
+    kernel = pl.concat_str(unsep["short_name"], pl.lit(SEP), unsep["name"]) if names == "short" else pl.col("name")
+    if names == "op":
+        from ..read.names import op_name
+
+        return ops.select(*by, op_name(pl.col("range")).alias("range"), "duration_ns", kernel=kernel)
+    return ops.select(*by, "range", "duration_ns", kernel=kernel)
+
+
+SEP = "\x1f"  # the unit separator, in no kernel name: between the short and the full name
+
+
+def short_names(frame: pl.DataFrame, column: str = "kernel") -> pl.DataFrame:
+    """``column`` of short-and-full keys (``read`` with ``names="short"``) as unique short names
+    (``tables.unique_short_names``); a column without keys is returned as it is."""
+    from ..render.tables import unique_short_names
+
+    keys = frame.get_column(column).cast(pl.String)
+    named = keys.drop_nulls()
+    if named.is_empty() or not named.str.contains(SEP, literal=True).all():
+        return frame  # no names, or demangled names (one of which may hold the separator): as they are
+    pairs = keys.unique().drop_nulls().str.split_exact(SEP, 1).struct.unnest()
+    full = dict(zip(pairs["field_1"], pairs["field_0"], strict=True))
+    shown = unique_short_names(full, full)
+    mapping = {f"{short}{SEP}{name}": shown[name] for name, short in full.items()}
+    return frame.with_columns(pl.col(column).cast(pl.String).replace_strict(mapping, default=None))
 
 
 def partial(ops: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
@@ -35,9 +65,10 @@ def partial(ops: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
 def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
     groups = [*keys, "range", "kernel"]
     merged = metrics.merge(partials, groups, list(MEASURED))
-    return (
+    table = (
         metrics.finalize(merged, groups, MEASURED)
-        .with_columns(time_pct=metrics.share("total_ns"))
+        .with_columns(time_pct=metrics.share("total_ns", keys))
         .select(*keys, *COLUMNS)
         .sort(["total_ns", *groups], descending=[True] + [False] * len(groups), nulls_last=True)
     )
+    return pl.defer(lambda: short_names(table.collect()), schema=table.collect_schema())

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from .. import metrics
+from . import stats as metrics
 
 MEASURED = {"bytes": "{}_bytes", "duration_ns": "{}_ns"}
 COLUMNS = ("operation", "instances", *metrics.named("{}_bytes", metrics.STATS[:6]), *metrics.timed()[:7], "gbps")
@@ -31,7 +31,7 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
     merged = metrics.merge(partials, groups, list(MEASURED))
     return (
         metrics.finalize(merged, groups, MEASURED)
-        .with_columns(time_pct=metrics.share("total_ns"), gbps=pl.col("total_bytes") / pl.col("total_ns"))
+        .with_columns(time_pct=metrics.share("total_ns", keys), gbps=pl.col("total_bytes") / pl.col("total_ns"))
         .select(*keys, *COLUMNS)
         .sort(["total_ns", *groups], descending=[True] + [False] * len(groups), nulls_last=True)
     )

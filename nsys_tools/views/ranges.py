@@ -22,7 +22,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from .. import events, metrics
+from ..read import frames as events
+from . import stats as metrics
 
 NAME = ("domain", "range", "style")
 MEASURED = {"proj_ns": "proj_{}_ns"}

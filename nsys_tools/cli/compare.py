@@ -1,0 +1,121 @@
+"""compare: one capture against another, call for call."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..render.tables import Format
+from .app import (
+    _allow_plugins,
+    _capture_exports,
+    _folder_files,
+    _output,
+    _read_by,
+    _skipped,
+    _stale_notes,
+    _write,
+    app,
+    friendly,
+    stderr,
+)
+from .options import LedgerOption, Names, ReexportOption, StrictOption, _by
+
+
+def _capture_files(path: Path) -> list[Path]:
+    """The files one side of ``compare`` reads: a sweep folder's, or its exports."""
+    from ..read.inputs import expand_inputs
+    from ..study.folder import is_sweep
+
+    return _folder_files(path) if is_sweep(path) else _read_by(expand_inputs([path]))
+
+
+@app.command()
+@friendly
+def compare(
+    base: Annotated[Path, typer.Argument(help="The baseline: a sweep folder, an export, or a folder of exports.")],
+    new: Annotated[Path, typer.Argument(help="The capture to judge against it, of the same kind.")],
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.markdown,
+    fail_on_regression: Annotated[
+        Optional[float],
+        typer.Option("--fail-on-regression", help="Exit 3 when a row is slower by at least this many percent.", min=0),
+    ] = None,
+    session_noise: Annotated[
+        Optional[float],
+        typer.Option(help="Variance between sessions, as a standard deviation in percent (default: from the ledger).", min=0),
+    ] = None,
+    ledger: LedgerOption = None,
+    noise_from: Annotated[
+        Optional[tuple[Path, Path]],
+        typer.Option(
+            help="Two captures of one build (such as two runs of the program before the change): the variance between "
+            "sessions from them, not from the ledger.",
+            metavar="A B",
+            show_default=False,
+        ),
+    ] = None,
+    names: Annotated[
+        Names,
+        typer.Option(help="Exports: kernel names short (default) or demangled; op: rows by (op, kernel), PyTorch ids dropped."),
+    ] = Names.short,
+    by: Annotated[
+        Optional[str],
+        typer.Option(help="Exports: split rows by any of device,process,stream (comma-separated).", show_default=False),
+    ] = None,
+    nsys: Annotated[Optional[Path], typer.Option(help="nsys executable, to export .nsys-rep files.")] = None,
+    reexport: ReexportOption = False,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+    strict: StrictOption = False,
+) -> None:
+    """NEW against BASE, call for call: ratio of medians with a 95% interval, and a verdict.
+
+    Rows are (op, impl, shape, l2) where the ranges follow the NVTX convention, else (range,
+    kernel). The interval resamples rounds (or exports), then calls; the variance between two
+    sessions comes from the ledger's replicated quiet sessions unless --session-noise gives it, or
+    --noise-from A B measures it on two captures of one build.
+    Exit code 0, or 3 with --fail-on-regression when a row is slower by that much.
+    """
+    from ..render.tables import render
+    from ..study import compare as C
+
+    if session_noise is not None and noise_from is not None:
+        raise typer.BadParameter("give --session-noise or --noise-from, not both", param_hint="--noise-from")
+    if (session_noise is not None or noise_from is not None) and ledger is not None:
+        given = "--session-noise" if session_noise is not None else "--noise-from"
+        raise typer.BadParameter(f"--ledger is not read when {given} is given", param_hint="--ledger")
+    calibration = list(noise_from or ())
+    target = _output(output, [*_capture_files(base), *_capture_files(new), *(f for p in calibration for f in _capture_files(p))])
+    from ..study.folder import is_sweep
+
+    _allow_plugins(None, [p for p in (base, new) if is_sweep(p)])
+    for side in (base, new):
+        _stale_notes(_capture_exports(side, reexport))
+    keys = tuple(_by(by))
+    skipped: list = []
+    a, b = (C.open_capture(p, nsys, skipped, names=names.value, by=keys, reexport=reexport) for p in (base, new))
+    _skipped(skipped, strict)
+    pair = tuple(C.open_capture(p, nsys, names=names.value, by=keys, reexport=reexport) for p in calibration) or None
+    session_sd, source, dof = C.between_sessions(a, b, session_noise, ledger, near=new, calibration=pair)
+    if session_noise is None and pair is None and dof and a.clusters != "round" and b.clusters != "round":
+        stderr.print(
+            f"Note: the variance between sessions ({100 * session_sd / math.sqrt(2):.2f}%) comes from the ledger's sweeps; "
+            "for runs of a program, --noise-from A B measures it on two captures of one build.",
+            markup=False,
+        )
+    table = C.compare(a, b, session_sd=session_sd)
+    method = C.method(a, b, session_sd, source)
+    for line in C.differences(a, b):
+        stderr.print(f"Warning: the captures differ in {line}", markup=False)
+    _write(C.markdown(a, b, table, method) if fmt is Format.markdown else render(table, fmt), target)
+    if fail_on_regression is not None:
+        worse = C.regressions(table, fail_on_regression)
+        if worse.height:
+            keys = [c for c in worse.columns if c in a.keys]
+            rows = "; ".join(
+                f"{'/'.join(map(str, r[: len(keys)]))} {r[-1]:.3f}" for r in worse.select(*keys, "ratio").iter_rows()
+            )
+            stderr.print(f"Regression beyond {fail_on_regression:g}%: {rows}", markup=False)
+            raise typer.Exit(3)

@@ -1,0 +1,144 @@
+"""Options and choices several commands share, and their parsing."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .. import views
+from ..convention import DEFAULT_OUTPUTS, OUTPUT_POLICIES
+
+
+class Names(str, Enum):
+    short = "short"
+    demangled = "demangled"
+    op = "op"
+
+
+class Baseline(str, Enum):
+    auto = "auto"
+    nsys = "nsys"
+    sql = "sql"
+    none = "none"
+
+
+class Nesting(str, Enum):
+    innermost = "innermost"
+    all = "all"
+
+
+class ViewFormat(str, Enum):
+    """Format of a report's table: a text format, or Parquet (written to --output)."""
+
+    markdown = "markdown"
+    csv = "csv"
+    json = "json"
+    table = "table"
+    parquet = "parquet"
+
+
+# The --view choices: the views registered when the CLI is imported (nsys_tools.views).
+View = Enum("View", {name: name for name in views.names()}, type=str)
+
+
+ReexportOption = Annotated[
+    bool,
+    typer.Option(
+        "--reexport",
+        help="Read a .sqlite with a .nsys-rep beside it through the report, exported again through nsys when the "
+        "report is newer (by default a .sqlite is read as given); also export again over a scrubbed export.",
+    ),
+]
+
+
+# The window every view, summary and timeline takes (read.window).
+FromOption = Annotated[
+    Optional[str], typer.Option("--from", help="Only what starts after this time from the session start (1.5s, 200ms, 30us).")
+]
+
+
+ToOption = Annotated[Optional[str], typer.Option("--to", help="Only what starts before this time from the session start.")]
+
+
+WithinOption = Annotated[
+    Optional[str], typer.Option(help="Only what starts inside the n-th instance of an NVTX range: GLOB#n (GLOB: all).")
+]
+
+
+SkipFirstOption = Annotated[
+    int, typer.Option("--skip-first", min=0, help="Drop the first N instances of the step range (--within's, else *step*).")
+]
+
+
+def _by(text: str | None) -> list[str]:
+    """``--by device,process,stream`` (any subset) as a list, checked."""
+    from ..views import BY
+
+    keys = [k.strip() for k in (text or "").split(",") if k.strip()]
+    unknown = [k for k in keys if k not in BY]
+    if unknown:
+        raise typer.BadParameter(f"unknown key {unknown[0]!r}: choose from {', '.join(BY)}", param_hint="--by")
+    return keys
+
+
+def _window(time_from, time_to, within, skip_first, bin_window):
+    """The ``--from/--to/--within/--skip-first`` window (None for the whole run) and the
+    ``--window`` length in ns (0: none), checked before any export is read."""
+    from ..read.window import WindowSpec, parse_time, split_within
+
+    for name, value in (("--from", time_from), ("--to", time_to), ("--window", bin_window)):
+        if value is not None:
+            try:
+                parse_time(value)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint=name) from None
+    if within is not None:
+        try:
+            split_within(within)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--within") from None
+    bin_ns = parse_time(bin_window) if bin_window is not None else 0
+    if bin_window is not None and bin_ns <= 0:
+        raise typer.BadParameter("a window lasts longer than 0 ns", param_hint="--window")
+    spec = WindowSpec(time_from, time_to, within, skip_first)
+    return (spec if spec else None), bin_ns
+
+
+StrictOption = Annotated[
+    bool,
+    typer.Option(
+        "--strict", help="Fail on a bad entry of a folder or glob (broken symlink, FIFO, unreadable) instead of skipping it."
+    ),
+]
+
+
+LedgerOption = Annotated[
+    Optional[Path], typer.Option("--ledger", help="Ledger database (default: $NSYS_TOOLS_LEDGER, else reports/ledger.sqlite).")
+]
+
+
+class L2Mode(str, Enum):
+    cold = "cold"
+    warm = "warm"
+
+
+PluginOption = Annotated[
+    Optional[list[str]], typer.Option("--plugin", help="Op plugin: a .py file or an importable module (repeatable).")
+]
+
+
+# The output policies (nsys_tools.convention): one list, one default.
+Outputs = Enum("Outputs", {p: p for p in OUTPUT_POLICIES}, type=str)
+
+
+OUTPUTS_DEFAULT = Outputs(DEFAULT_OUTPUTS)
+
+
+Declared = Enum("Declared", {p: p for p in (*OUTPUT_POLICIES, "unknown")}, type=str)
+
+
+def _items(text: str | None) -> list[str]:
+    return [s.strip() for s in (text or "").split(",") if s.strip()]

@@ -1,0 +1,88 @@
+"""Every GPU operation accounted for: how many have no launch row, and whether the trace was cut.
+
+A kernel, memcpy or memset is attributed through the API call that launched it. An export cut
+in time by another tool, or one that lost runtime records, holds operations whose call is not
+there: they are still counted, under the empty range (outside every NVTX range), and
+``accounting`` says how many there are. A trace whose first GPU operation starts before its
+first API call, or whose diagnostics say records were lost, was visibly cut.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from . import attribute, cache
+from . import frames as events
+
+KEY = "accounting v1"
+LOST_WORDS = ("lost", "dropped", "discarded", "overflow")  # diagnostics that say records are missing
+
+
+def accounting(trace) -> pl.DataFrame:
+    """One row per kind of GPU operation (``kernel``, ``memcpy``, ``memset``) in ``trace``:
+    ``ops``, ``unlaunched`` (no launch row), ``first_op_ns``; and, on every row, ``first_call_ns``
+    (the first CUDA API call) and ``diagnostics_lost`` (diagnostic messages saying records were
+    lost). Cached beside the export."""
+    ex = trace.export
+
+    def compute() -> pl.DataFrame:
+        ops = trace.gpu_ops(attributed=False, columns=["kind", "global_pid", "correlation_id", "start_ns"])
+        calls = events.launch_calls(ex, ops, names=False)
+        counted = (
+            attribute.launches(ops, calls)
+            .group_by("kind")
+            .agg(
+                ops=pl.len().cast(pl.Int64),
+                unlaunched=pl.col("api_start_ns").is_null().sum().cast(pl.Int64),
+                first_op_ns=pl.col("start_ns").min(),
+            )
+            .with_columns(pl.col("kind").cast(pl.String))
+            .sort("kind")
+            .collect()
+        )
+        first_call = events.api_calls(ex, columns=["api_start_ns"]).select(pl.col("api_start_ns").min()).collect().item()
+        return counted.with_columns(first_call_ns=pl.lit(first_call, pl.Int64), diagnostics_lost=pl.lit(_lost(ex), pl.Int64))
+
+    return cache.memo(ex, KEY, compute)
+
+
+def _lost(ex) -> int:
+    """Diagnostic messages of the export that say records were lost or dropped."""
+    if not ex.has("DIAGNOSTIC_EVENT") or "text" not in ex.tables["DIAGNOSTIC_EVENT"]:
+        return 0
+    like = " OR ".join(f"lower(text) LIKE '%{w}%'" for w in LOST_WORDS)
+    with ex.connect() as con:
+        return con.execute(f"SELECT count(*) FROM DIAGNOSTIC_EVENT WHERE {like}").fetchone()[0]
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n:,} {what}" + ("" if n == 1 else "s")
+
+
+def note(name: str, counted: pl.DataFrame) -> str | None:
+    """One line for the report when ``counted`` (``accounting``) shows operations without a
+    launch row or a trace cut in time; None when every operation has its call."""
+    if counted.is_empty():
+        return None
+    rows = {r["kind"]: r for r in counted.iter_rows(named=True)}
+    parts = []
+    for kind, what in (("kernel", "kernel"), ("memcpy", "memcpy"), ("memset", "memset")):
+        r = rows.get(kind)
+        if r and r["unlaunched"]:
+            parts.append(f"{r['unlaunched']:,} of {_count(r['ops'], what)}")
+    first_op = counted["first_op_ns"].min()
+    first_call = counted["first_call_ns"][0]
+    cut = []
+    if first_call is None or (first_op is not None and first_op < first_call):
+        ahead = "" if first_call is None else f" {(first_call - first_op) / 1e6:.3f} ms"
+        cut.append(f"its GPU operations begin{ahead} before its first API call")
+    if counted["diagnostics_lost"][0]:
+        cut.append(f"{_count(counted['diagnostics_lost'][0], 'diagnostic')} say records were lost")
+    if not parts and not cut:
+        return None
+    line = f"{name}: "
+    if parts:
+        line += f"{', '.join(parts)} have no launch row (API call); they are counted under the empty range, outside every range"
+    if cut:
+        line += ("; " if parts else "") + "the trace looks cut in time: " + " and ".join(cut)
+    return line

@@ -1,0 +1,569 @@
+"""Remove identity from an export, and nothing else.
+
+Nsight Systems stores the whole environment of the profiled process, its working directory,
+command line and arguments, the host and user names, and install paths, in different tables
+across versions. Traces get pasted into public issues, so exports are scrubbed before they
+leave the GPU machine. Every table and every text column is walked (nothing is assumed about
+which tables a version writes), and in each text value:
+
+* an environment, in any form nsys writes it (one ``NAME=value`` entry, a block of entries
+  separated by newlines, NULs or semicolons, a block that starts with an exported shell
+  function ``BASH_FUNC_name%%=() { ... }``, ``export NAME=value`` anywhere), credentials under
+  any name (``AWS_*``, ``SSH_*``, ``*_TOKEN``, ``*_KEY``, ``*_SECRET``, ``*PASSWORD``) and
+  values shaped like access keys become ``[scrubbed]``;
+* home folders (``/home/x``, ``/Users/x``, ``/root``, ``/global/homes/a/x``, ``/global/u2/x``,
+  ``C:\\Users\\x`` and the like) become ``/home/user`` (``C:\\Users\\user``);
+* the user and host names found in the export (environment, export metadata, system
+  information, home folders) become ``<user>`` and ``<host>`` wherever they stand as words;
+* the folder nsys was installed in becomes ``<nsys>``;
+* a process name that is a command line (a path, or arguments) becomes its program's name.
+
+Rows that only carry identity go: environment rows and the host, user and command-line rows of
+``META_DATA_CAPTURE``, ``TARGET_INFO_SYSTEM_ENV`` and the export metadata (whose paths are cut
+to file names). The strings the analysis reads are never changed (``schema.ANALYSIS_STRING_IDS``
+and ``ANALYSIS_TEXT``: kernel names, API names, NVTX texts and domains, the GPU's name), so an
+NVTX range named ``batch_size=64`` stays itself; identity found inside them is reported.
+
+The export is copied into SQLite's private temporary database (unlinked as soon as it is made,
+so nothing unscrubbed survives an interrupt), scrubbed there, and written with ``VACUUM INTO``
+(deleted rows leave no trace in free pages) to a hidden file renamed over the real file behind
+any symlink, keeping its permissions; the export's stale WAL and journal files and its Parquet
+cache are removed. ``check`` does the same without writing. Standard library only: it runs on
+the GPU machine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import BadExport, OutputError
+from ..files import replaced_atomically
+from . import cache
+from . import schema as S
+from .export import REPORT_SUFFIXES, SCRUBBED_TABLE, check_sqlite, reading
+
+PLACEHOLDER = "[scrubbed]"
+USER, HOST, NSYS = "<user>", "<host>", "<nsys>"
+HOME_POSIX, HOME_WINDOWS = "/home/user", "C:\\Users\\user"
+
+_NAME = r"(?:BASH_FUNC_[^=\s]+%%|[A-Za-z_][A-Za-z0-9_]*)"
+ENV_ENTRY = re.compile(rf"^\s*(?:export\s+)?{_NAME}=")
+ENTRY_SEP = re.compile(r"[\x00\n\r;]")
+EXPORT_ANYWHERE = re.compile(r"\bexport\s+[A-Za-z_][A-Za-z0-9_]*=")
+CREDENTIAL = re.compile(
+    r"\b(?:AWS_[A-Z0-9_]+|SSH_[A-Z0-9_]+|[A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|_KEY|CREDENTIALS?))\s*[=:]"
+)
+SECRET_VALUE = re.compile(
+    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_\w{20,}|\bxox[abprs]-[\w-]{10,}"
+    r"|\bhf_[A-Za-z0-9]{30,}|\bglpat-[\w-]{20,}|-----BEGIN [A-Z ]*PRIVATE KEY-----"
+)
+_END = r"""(?=$|[/\\\s"'`:;,)\]}])"""
+HOME_PATHS = (
+    re.compile(
+        r"(?<![\w.~/-])(?:/(?:home|Users|usr/home|var/home|export/home|mnt/[a-z]/Users|ccs/home|p/home|gpfs/home)"
+        rf"|/global/homes/[^/\s]+|/global/u\d+/[^/\s]+)/(?!user{_END})[^/\\\s\"'`:;,)\]}}]+{_END}"
+        rf"|(?<![\w.~/-])/root{_END}"
+    ),
+    HOME_POSIX,
+)
+HOME_WIN = (
+    re.compile(
+        rf"\b[A-Za-z]:[\\/]+(?:Users|Documents and Settings)[\\/]+(?!user{_END})"
+        rf"(?:[^\\/\s\"'`:;,)\]}}][^\\/\n\r\"'`:;,)\]}}]*?(?=[\\/])|[^\\/\s\"'`:;,)\]}}]+{_END})"  # "First Last" too
+    ),
+    HOME_WINDOWS,
+)
+HOME_USER = re.compile(
+    r"/(?:home|Users|homes/[^/\s]+|u\d+/[^/\s]+)/([^/\\\s\"'`:;,)\]}]+)|[\\/]Users[\\/]+([^\\/\s\"'`:;,)\]}]+)"
+)
+# Credentials in a URL (scheme://user:password@host): the user and password go.
+URL_CREDENTIALS = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/\s:@]+:[^/\s@]*@")
+# "USER: alice", "Username = alice": the name, as a label writes it.
+USER_LABEL = re.compile(r"\b((?:USER|USERNAME|LOGNAME|User|Username|user|username|login)\s*[:=]\s*)(?!<user>)([A-Za-z_][\w.-]*)")
+TILDE_USER = re.compile(r"(?<![\w~/])~(?!user\b)([A-Za-z_][\w.-]*)")
+# Cluster and site storage whose layout puts the user in the path: the folders from the root
+# through the user's become ``<root>/user`` (project and group folders name a site too).
+_P = r"[^/\\\s\"'`:;,)\]}]+"
+SITE_PATHS = re.compile(
+    rf"(?<![\w.~/-])/(?P<root>scratch|work|lustre|p/scratch|fs/scratch)/(?!user{_END})(?P<who>{_P}){_END}"
+    rf"|(?<![\w.~/-])/(?P<proot>pscratch)/(?:sd/[A-Za-z0-9]/)?(?!user{_END})(?P<pwho>{_P}){_END}"
+    rf"|(?<![\w.~/-])/(?P<groot>gpfs|lus|global/cfs)/(?!user{_END})(?:{_P}/)*?"
+    rf"(?:scratch|home|users?|world-shared|proj-shared|u\d*)/(?!user{_END})(?P<gwho>{_P}){_END}"
+)
+
+
+def _site_user(m: re.Match) -> str:
+    return m.group("who") or m.group("pwho") or m.group("gwho")
+
+
+def _site_path(m: re.Match) -> str:
+    return f"/{m.group('root') or m.group('proot') or m.group('groot')}/user"
+
+
+UUID = re.compile(r"(?i)\b(?:(GPU|MIG)-)?([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
+PSEUDO_UUID = re.compile(r"^0{8}-0{4}-0{4}-0{4}-0{4}")
+COMMAND_LIKE = re.compile(r"^(?:[/~]|\.\.?/|[A-Za-z]:[\\/])|\s(?:-|/|~|[A-Za-z]:\\)|\s\S+\.(?:py|sh|pl|rb|js|jl)\b")
+
+# Environment variables that name the user or the host, whose values are replaced everywhere.
+USER_VARIABLES = ("USER", "LOGNAME", "USERNAME", "SUDO_USER", "SLURM_JOB_USER", "PBS_O_LOGNAME", "LSB_USER")
+HOST_VARIABLES = ("HOSTNAME", "HOST", "SLURMD_NODENAME", "SLURM_SUBMIT_HOST", "PBS_O_HOST", "LSB_HOSTS", "COMPUTERNAME")
+TOKEN_MIN = 3  # shorter names are too likely to be words: their rows are blanked, not searched for
+NOT_NAMES = {"user", "host", "root", "localhost", "local", "none", "null", "unknown", "nobody", "vm"}
+
+# Rows that only carry identity, by table: deleted, or their value blanked.
+CAPTURE_DROP = ("%ENVIRONMENT%",)
+CAPTURE_BLANK = ("%WORKING_DIR%", "%CWD%", "%ARGUMENT%", "%COMMAND%", "DEVICE_DISPLAY_NAME", "%HOSTNAME%", "%USER%")
+SYSTEM_DROP = ("DeviceEnvironment", "Hostname", "HostName", "UserName", "SystemUID")
+EXPORT_BLANK = ("EXPORT_HOST", "EXPORT_USER")
+TEXT_AFFINITY = ("CHAR", "CLOB", "TEXT")
+
+
+@dataclass
+class ScrubReport:
+    """What was (or, for ``check``, would be) removed, per kind; and identity found in strings
+    the analysis reads, which scrub leaves as they are."""
+
+    path: Path
+    changed: dict[str, int] = field(default_factory=dict)
+    examples: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what scrub cannot reach (other hard links)
+
+    @property
+    def total(self) -> int:
+        return sum(self.changed.values())
+
+    @property
+    def clean(self) -> bool:
+        return self.total == 0 and not self.kept
+
+    def note(self, label: str, where: str, old: object, n: int = 1) -> None:
+        if n <= 0:
+            return
+        self.changed[label] = self.changed.get(label, 0) + n
+        if len(self.examples) < 50:
+            self.examples.append(f"{where}: {label}: {masked(old)}")
+
+
+def masked(value: object, limit: int = 80) -> str:
+    """A value as it may be printed: entries' values hidden, control characters escaped, cut."""
+    text = re.sub(rf"({_NAME}=)[^\x00\n\r;]*", r"\1…", str(value))
+    text = re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m.group())[1:-1], SECRET_VALUE.sub("…", text))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _tables(con: sqlite3.Connection) -> dict[str, list[tuple[str, str]]]:
+    """Every table's columns with their declared types."""
+    names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+    out = {t: [(r[1], (r[2] or "").upper()) for r in con.execute(f"PRAGMA table_info({_q(_sql_name(t))})")] for t in names}
+    for columns in out.values():
+        for column, _ in columns:
+            _sql_name(column)
+    return out
+
+
+def _sql_name(name: object) -> str:
+    """A table or column name that SQL can be written with; a damaged schema's undecodable one
+    is the file's error (``reading`` names the file)."""
+    try:
+        str(name).encode("utf-8")
+    except UnicodeEncodeError:
+        raise sqlite3.DatabaseError("a table or column name is not valid UTF-8 (a damaged schema)") from None
+    return str(name)
+
+
+def _text_columns(columns: list[tuple[str, str]]) -> list[str]:
+    """Columns that hold text: text affinity, or none declared (values keep their own type)."""
+    return [c for c, t in columns if any(a in t for a in TEXT_AFFINITY) or t in ("", "BLOB")]
+
+
+def _is_environment(value: str) -> bool:
+    if "=" in value and (EXPORT_ANYWHERE.search(value) or any(ENV_ENTRY.match(e) for e in ENTRY_SEP.split(value))):
+        return True
+    return bool(CREDENTIAL.search(value) or SECRET_VALUE.search(value))
+
+
+def _entries(value: str) -> dict[str, str]:
+    out = {}
+    for entry in ENTRY_SEP.split(value):
+        m = re.match(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$", entry)
+        if m:
+            out[m.group(1)] = m.group(2).strip().strip("\"'")
+    return out
+
+
+def _url(value: str) -> str:
+    return URL_CREDENTIALS.sub(lambda m: m.group(1) + PLACEHOLDER + "@", value)
+
+
+def _paths(value: str) -> str:
+    for pattern, home in (HOME_PATHS, HOME_WIN):
+        value = pattern.sub(lambda _, home=home: home, value)
+    return TILDE_USER.sub("~user", SITE_PATHS.sub(_site_path, value))
+
+
+class _Identity:
+    """The user and host names and the install folder an export reveals, and how to cut them out.
+    Hosts and GPU UUIDs become stable pseudonyms (``<host>``, or ``<host1>``, ``<host2>`` for
+    several; ``GPU-00000000-0000-0000-0000-000000000001``), the same in every table, so that
+    per-device and per-host rows still line up."""
+
+    def __init__(self, users: set[str], hosts: set[str], install: str, uuids: Iterable[str] = ()):
+        def usable(names: set[str]) -> list[str]:
+            return sorted({n for n in names if len(n) >= TOKEN_MIN and n.lower() not in NOT_NAMES}, key=len, reverse=True)
+
+        def words(keep: list[str]) -> re.Pattern | None:
+            return re.compile(r"(?<![\w.-])(?:" + "|".join(map(re.escape, keep)) + r")(?![\w-])") if keep else None
+
+        self.users = words(usable(users))
+        full = usable(hosts)
+        shorts = sorted(set(usable({h.split(".")[0] for h in full})))
+        alias = {h: (HOST if len(shorts) == 1 else f"<host{k}>") for k, h in enumerate(shorts, 1)}
+        self.host_alias = {h: alias[h.split(".")[0]] for h in {*full, *shorts} if h.split(".")[0] in alias}
+        self.hosts = words(sorted(self.host_alias, key=len, reverse=True))
+        self.install = install if len(install) > 1 and install != NSYS else ""
+        self.uuid_alias: dict[str, str] = {}
+        for u in sorted({u.lower() for u in uuids}):
+            self._uuid(u)
+
+    def _uuid(self, value: str) -> str:
+        value = value.lower()
+        if PSEUDO_UUID.match(value):
+            return value
+        if value not in self.uuid_alias:
+            self.uuid_alias[value] = f"00000000-0000-0000-0000-{len(self.uuid_alias) + 1:012d}"
+        return self.uuid_alias[value]
+
+    def clean(self, value: str) -> tuple[str, str] | None:
+        """``value`` without identity, and what was removed; None when there is nothing."""
+        if _is_environment(value):
+            return PLACEHOLDER, "environment and credentials"
+        steps = (
+            ("credentials in URLs and user labels", lambda v: USER_LABEL.sub(lambda m: m.group(1) + USER, _url(v))),
+            ("home paths", _paths),
+            ("user, host and install names", self._words),
+            ("device UUIDs", self._uuids),
+        )
+        new, label = value, None
+        for what, step in steps:
+            changed = step(new)
+            if changed != new:
+                new, label = changed, label or what
+        return (new, label) if label else None
+
+    def _words(self, value: str) -> str:
+        if self.install:
+            value = value.replace(self.install, NSYS)
+        if self.users:
+            value = self.users.sub(USER, value)
+        if self.hosts:
+            value = self.hosts.sub(lambda m: self.host_alias[m.group()], value)
+        return value
+
+    def _uuids(self, value: str) -> str:
+        return UUID.sub(lambda m: (f"{m.group(1)}-" if m.group(1) else "") + self._uuid(m.group(2)), value)
+
+    def found_in(self, value: str) -> str | None:
+        """What identity a string the analysis reads holds (it is left as it is)."""
+        if CREDENTIAL.search(value) or SECRET_VALUE.search(value) or URL_CREDENTIALS.search(value):
+            return "a credential"
+        if any(p.search(value) for p, _ in (HOME_PATHS, HOME_WIN)) or SITE_PATHS.search(value) or TILDE_USER.search(value):
+            return "a home path"
+        if (self.users and self.users.search(value)) or (self.hosts and self.hosts.search(value)) or USER_LABEL.search(value):
+            return "a user or host name"
+        return None
+
+
+def _identity(con: sqlite3.Connection, tables: dict[str, list[tuple[str, str]]]) -> _Identity:
+    users: set[str] = set()
+    hosts: set[str] = set()
+
+    def values(table: str, where: str, params: tuple = ()) -> list[str]:
+        if table not in tables:
+            return []
+        rows = con.execute(f"SELECT value FROM {_q(table)} WHERE {where}", params).fetchall()
+        return [v for (v,) in rows if isinstance(v, str) and v]
+
+    envs = values(S.STRINGS, "value LIKE '%=%'") + values("META_DATA_CAPTURE", "name LIKE '%ENVIRONMENT%'")
+    envs += values(S.SYSTEM_ENV, "name = 'DeviceEnvironment'")
+    for env in envs:
+        entries = _entries(env)
+        users |= {entries[k] for k in USER_VARIABLES if entries.get(k)}
+        hosts |= {entries[k] for k in HOST_VARIABLES if entries.get(k)}
+    for meta in S.EXPORT_META:
+        users |= set(values(meta, "name = 'EXPORT_USER'"))
+        hosts |= set(values(meta, "name = 'EXPORT_HOST'"))
+    users |= set(values(S.SYSTEM_ENV, "name = 'UserName'")) | set(values("META_DATA_CAPTURE", "name LIKE '%USER%'"))
+    hosts |= set(values(S.SYSTEM_ENV, "name IN ('Hostname', 'HostName')"))
+    hosts |= set(values("META_DATA_CAPTURE", "name LIKE '%HOSTNAME%' OR name = 'DEVICE_DISPLAY_NAME'"))
+    uuids: set[str] = set()
+    parts = ("/home/", "Users", "/global/", "scratch/", "/work/", "/gpfs/", "/lus", "~", "user", "USER", "login")
+    for table, columns in tables.items():
+        for column in _value_columns(con, table, columns):
+            col = _q(column)
+            like = " OR ".join(f"CAST({col} AS TEXT) LIKE '%{part}%'" for part in parts)
+            rows = con.execute(f"SELECT DISTINCT {col} FROM {_q(table)} WHERE typeof({col}) IN ('text', 'blob') AND ({like})")
+            for (value,) in rows:
+                text = _as_text(value)
+                users |= {a or b for a, b in HOME_USER.findall(text)} - {"user"}
+                users |= {_site_user(m) for m in SITE_PATHS.finditer(text)}
+                users |= {m.group(2) for m in USER_LABEL.finditer(text)} | set(TILDE_USER.findall(text))
+            if "uuid" in column.lower():
+                found = con.execute(f"SELECT DISTINCT {col} FROM {_q(table)} WHERE typeof({col}) = 'text'").fetchall()
+                uuids |= {m.group(2) for (v,) in found for m in UUID.finditer(v)}
+    install = values(S.SYSTEM_ENV, "name = 'TargetInstallDir'")
+    return _Identity(users - {"user"}, hosts, os.path.dirname(install[0].rstrip("/")) if install else "", uuids)
+
+
+def _as_text(value: object) -> str:
+    """A value's text for searching: a BLOB's bytes as Latin-1 (one character per byte, so a
+    rewrite changes only the bytes it replaces)."""
+    return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+
+
+def _value_columns(con: sqlite3.Connection, table: str, columns: list[tuple[str, str]]) -> list[str]:
+    """The columns of ``table`` that hold any text or BLOB: text columns, and any other column
+    where a value of those types was stored (SQLite keeps a value's own type)."""
+    out = []
+    for column, declared in columns:
+        if column in _text_columns([(column, declared)]):
+            out.append(column)
+            continue
+        col = _q(column)
+        if con.execute(f"SELECT 1 FROM {_q(table)} WHERE typeof({col}) IN ('text', 'blob') LIMIT 1").fetchone():
+            out.append(column)
+    return out
+
+
+def _protected(con: sqlite3.Connection, tables: dict[str, list[tuple[str, str]]]) -> set[int]:
+    """StringIds ids the analysis reads: kernel, API and NVTX names."""
+    ids: set[int] = set()
+    for table, column in S.ANALYSIS_STRING_IDS:
+        if column in {c for c, _ in tables.get(table, ())}:
+            ids |= {v for (v,) in con.execute(f"SELECT DISTINCT {_q(column)} FROM {_q(table)}") if isinstance(v, int)}
+    return ids
+
+
+def _name_rows(
+    con: sqlite3.Connection, report: ScrubReport, tables, table: str, patterns: tuple, label: str, blank: bool
+) -> None:
+    """Delete (or, with ``blank``, empty the value of) the rows of a name/value table whose
+    name is LIKE one of ``patterns``."""
+    if not {"name", "value"} <= {c for c, _ in tables.get(table, ())}:
+        return
+    where = "(" + " OR ".join("name LIKE ?" for _ in patterns) + ")" + (" AND value != ''" if blank else "")
+    for rowid, name in con.execute(f"SELECT rowid, name FROM {_q(table)} WHERE {where}", patterns).fetchall():
+        con.execute(
+            f"UPDATE {_q(table)} SET value = '' WHERE rowid = ?" if blank else f"DELETE FROM {_q(table)} WHERE rowid = ?",
+            (rowid,),
+        )
+        report.note(label, f"{table} {name}", "value removed")
+
+
+def _identity_rows(con: sqlite3.Connection, report: ScrubReport, tables) -> None:
+    """The rows that only carry identity: deleted, blanked, or cut to a file name."""
+    _name_rows(con, report, tables, "META_DATA_CAPTURE", CAPTURE_DROP, "capture environment rows", blank=False)
+    _name_rows(con, report, tables, "META_DATA_CAPTURE", CAPTURE_BLANK, "command lines, paths, user and host names", blank=True)
+    _name_rows(con, report, tables, S.SYSTEM_ENV, SYSTEM_DROP, "system environment, user and host rows", blank=False)
+    for meta in S.EXPORT_META:
+        if meta not in tables:
+            continue
+        _name_rows(con, report, tables, meta, EXPORT_BLANK, "export host and user", blank=True)
+        rows = con.execute(f"SELECT rowid, value FROM {meta} WHERE name LIKE '%PATH%' OR name LIKE '%FILE%'").fetchall()
+        for rowid, value in rows:
+            if isinstance(value, str) and value and (base := re.split(r"[\\/]", value)[-1]) != value:
+                con.execute(f"UPDATE {meta} SET value = CAST(? AS TEXT) WHERE rowid = ?", (_bind(base), rowid))
+                report.note("export paths", f"{meta}.value", value)
+
+
+def _processes(con: sqlite3.Connection, report: ScrubReport, tables) -> None:
+    """Process names that are command lines become the program's name."""
+    if "name" not in {c for c, _ in tables.get("PROCESSES", ())}:
+        return
+    for (value,) in con.execute("SELECT DISTINCT name FROM PROCESSES").fetchall():
+        if isinstance(value, str) and COMMAND_LIKE.search(value):
+            program = re.split(r"[\\/]", value.strip().split()[0] if value.strip() else "")[-1]
+            con.execute(
+                "UPDATE PROCESSES SET name = CAST(? AS TEXT) WHERE name = CAST(? AS TEXT)", (_bind(program), _bind(value))
+            )
+            report.note("command lines", "PROCESSES.name", value)
+
+
+def _walk(con: sqlite3.Connection, report: ScrubReport, tables, who: _Identity, protected: set[int]) -> None:
+    """Every text and BLOB value of every table, in columns of any declared type, but the
+    analysis strings: identity out. Text that is not valid UTF-8 keeps its other bytes."""
+    kept_inline = {(t, c) for t, c in S.ANALYSIS_TEXT}
+    for table, columns in tables.items():
+        for column in _value_columns(con, table, columns):
+            where = f"{table}.{column}"
+            if table == S.STRINGS and column == "value":
+                rows = con.execute(f"SELECT id, value FROM {S.STRINGS} WHERE typeof(value) = 'text'").fetchall()
+                for sid, value in rows:
+                    if sid in protected:
+                        if what := who.found_in(value):
+                            report.kept.append(f"{where} (id {sid}, read by the analysis): {what}: {masked(value)}")
+                        continue
+                    if done := who.clean(value):
+                        con.execute(f"UPDATE {S.STRINGS} SET value = CAST(? AS TEXT) WHERE id = ?", (_bind(done[0]), sid))
+                        report.note(done[1], where, value)
+                continue
+            col = _q(column)
+            rows = con.execute(f"SELECT DISTINCT {col} FROM {_q(table)} WHERE typeof({col}) IN ('text', 'blob')").fetchall()
+            for (value,) in rows:
+                blob = isinstance(value, bytes)
+                text = _as_text(value)
+                if (table, column) in kept_inline and not blob:
+                    if what := who.found_in(text):
+                        report.kept.append(f"{where} (read by the analysis): {what}: {masked(text)}")
+                    continue
+                if done := who.clean(text):
+                    if blob:
+                        new, match = done[0].encode("latin-1", "replace"), "?"
+                        sql = f"UPDATE {_q(table)} SET {col} = ? WHERE {col} = {match}"
+                        n = con.execute(sql, (new, value)).rowcount
+                    else:
+                        sql = f"UPDATE {_q(table)} SET {col} = CAST(? AS TEXT) WHERE {col} = CAST(? AS TEXT)"
+                        n = con.execute(sql, (_bind(done[0]), _bind(value))).rowcount
+                    report.note(done[1] + (" (in BLOBs)" if blob else ""), where, text, max(n, 1))
+
+
+def _bind(value: str) -> str | bytes:
+    """A text value as SQLite takes it back: bytes where it holds undecodable bytes (read with
+    ``surrogateescape``), bound through ``CAST(? AS TEXT)`` so they stay text, byte for byte."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape")
+
+
+def _process_list(con: sqlite3.Connection, report: ScrubReport, tables) -> None:
+    """The system's process list goes: nsys records every process on the machine in PROCESSES
+    (and their threads in ThreadNames); only those with events in the trace stay."""
+    if "globalPid" not in {c for c, _ in tables.get("PROCESSES", ())}:
+        return
+    sources = []
+    for table, columns in tables.items():
+        names = {c for c, _ in columns}
+        if table in ("PROCESSES", "ThreadNames"):
+            continue
+        if "globalPid" in names:
+            sources.append(f"SELECT globalPid AS pid FROM {_q(table)}")
+        if "globalTid" in names:
+            sources.append(f"SELECT globalTid - (globalTid % 16777216) AS pid FROM {_q(table)}")
+    con.execute("CREATE TEMP TABLE _active (pid INTEGER PRIMARY KEY)")
+    for sql in sources:
+        con.execute(f"INSERT OR IGNORE INTO _active SELECT pid FROM ({sql}) WHERE pid IS NOT NULL")
+    n = con.execute("DELETE FROM PROCESSES WHERE globalPid NOT IN (SELECT pid FROM _active)").rowcount
+    if "globalTid" in {c for c, _ in tables.get("ThreadNames", ())}:
+        where = "(globalTid - (globalTid % 16777216)) NOT IN (SELECT pid FROM _active)"
+        n += con.execute(f"DELETE FROM ThreadNames WHERE {where}").rowcount
+    con.execute("DROP TABLE _active")
+    report.note("the system's process list", "PROCESSES", "processes without events", n)
+
+
+def _scrub_connection(con: sqlite3.Connection, report: ScrubReport) -> None:
+    tables = _tables(con)
+    who = _identity(con, tables)
+    protected = _protected(con, tables)
+    _identity_rows(con, report, tables)
+    _processes(con, report, tables)
+    _process_list(con, report, tables)
+    _walk(con, report, tables, who, protected)
+    # The mark a re-export looks for: replacing this file from its .nsys-rep needs --reexport.
+    con.execute(f"CREATE TABLE IF NOT EXISTS {SCRUBBED_TABLE} (name TEXT PRIMARY KEY, value TEXT)")
+    con.execute(f"INSERT OR REPLACE INTO {SCRUBBED_TABLE} VALUES ('scrubbed_by', 'nsys-tools scrub')")
+
+
+def _scrubbed_copy(src: Path, report: ScrubReport) -> sqlite3.Connection:
+    """``src`` copied into a private temporary database (SQLite unlinks its file at once, so it
+    vanishes with the process, however that ends) and scrubbed there."""
+    if src.suffix in REPORT_SUFFIXES:
+        raise BadExport(
+            src, "is a report, not a .sqlite export", "export it (nsys export --type sqlite), scrub that, delete the report"
+        )
+    check_sqlite(src)
+    work = sqlite3.connect("")
+    try:
+        with reading(src):
+            source = sqlite3.connect(f"{src.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                source.backup(work)
+            finally:
+                source.close()
+            work.text_factory = lambda b: b.decode("utf-8", "surrogateescape")  # any bytes: real exports hold some
+            with work:
+                _scrub_connection(work, report)
+    except BaseException:
+        work.close()
+        raise
+    return work
+
+
+def in_folder(folder: Path) -> tuple[list[Path], list[Path]]:
+    """The ``.sqlite`` exports under ``folder`` (any case of the suffix; hidden files skipped,
+    symlinked folders not followed) that scrub may rewrite, and the symlinks among them, which
+    it skips: a scrub of a folder never writes outside it."""
+    found, links = [], []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(names):
+            if name.startswith(".") or not name.lower().endswith(".sqlite"):
+                continue
+            path = Path(root, name)
+            if path.is_symlink():
+                links.append(path)
+            elif path.is_file():
+                found.append(path)
+    return found, links
+
+
+def check(path: str | Path) -> ScrubReport:
+    """What ``scrub`` would remove from ``path``, and identity in the analysis strings; nothing is written."""
+    src = Path(path)
+    report = ScrubReport(src)
+    _scrubbed_copy(src, report).close()
+    return report
+
+
+def scrub(path: str | Path, output: str | Path | None = None) -> ScrubReport:
+    """Scrub ``path`` in place (the real file behind a symlink), or into ``output``."""
+    src = Path(path)
+    target = Path(os.path.realpath(output if output else src))
+    if output is None and src.exists() and not src.stat().st_mode & 0o222:
+        raise BadExport(src, "is read-only", "make it writable (chmod u+w) to scrub it in place")
+    report = ScrubReport(src)
+    work = _scrubbed_copy(src, report)
+    try:
+        links = os.stat(target).st_nlink - 1 if target.exists() else 0
+    except OSError:
+        links = 0
+    if links > 0:
+        report.warnings.append(
+            f"{links} other hard link(s) to this file still hold the unscrubbed bytes (the scrubbed file replaces this name "
+            "only); find them with find -samefile and delete them"
+        )
+    try:
+        with replaced_atomically(target) as final:
+            try:
+                work.execute("VACUUM INTO ?", (str(final),))
+            except sqlite3.Error as exc:  # the disk filled up, or the folder refused the file
+                raise OutputError(target, f"cannot be written ({exc})", "free some space, or check the folder") from exc
+    finally:
+        work.close()
+    for suffix in ("-wal", "-shm", "-journal"):  # they belong to the file just replaced
+        stale = target.with_name(target.name + suffix)
+        if stale.exists() and stat.S_ISREG(stale.lstat().st_mode):
+            stale.unlink()
+    cache.clear(target)
+    return report

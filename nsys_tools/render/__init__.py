@@ -1,0 +1,1 @@
+"""Rendering: markdown, terminal, csv and json tables, charts, trace-event timelines and Parquet frames."""

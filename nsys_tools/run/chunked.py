@@ -1,0 +1,212 @@
+"""A view's partial table of an export of any size, in bounded memory.
+
+The frame layer reads each table whole, and attribution joins every GPU operation with the API
+call that launched it: an operation and its call share a correlation id but may sit anywhere
+in their tables, and the runtime table holds ten times as many rows as the kernel table. Whole,
+that costs about half the export's size in memory. Here the same pipeline (``Trace`` and the
+view's ``read`` and ``partial``) runs a piece at a time, as a Grace hash join (Kitsuregawa et
+al., 1983):
+
+1. a dry run of the view on empty event tables records which reads of the large tables
+   (kernels, memory operations, runtime and driver calls) it makes, and with which columns;
+2. each of those reads is made one rowid window at a time (``Export.windows``) and its rows are
+   split by correlation id into buckets (``spill.Spill``: in memory up to a budget, on disk
+   past it), so that an operation and the calls that launched it land in the same bucket;
+3. the view runs once per group of buckets, on an export whose large tables hold only that
+   group's rows; the NVTX ranges, names and other small tables are read whole, once;
+4. the pieces' partial tables concatenate into the export's: they merge exactly, as partials
+   of several exports do.
+
+Attribution depends only on the launching call's thread and times, so no NVTX range is cut by a
+window or a bucket. Views whose partial needs the operations in time order (``views.ORDERED``:
+``ranges``, the busy time of each range instance; ``gaps``, each timeline) run their ``read`` and
+``split`` per group of buckets instead, and the rows go to a second store, bucketed by start
+time into ``SLOTS`` consecutive slots of the operations' span: its groups of buckets are slices
+of the timeline in order, and the view's ``window`` folds them one after another, carrying what
+the next slice needs (a timeline's busy operation, an instance's last end), then ``close`` merges.
+Peak memory is set by ``WINDOW_ROWS``, ``WINDOW_BYTES``, ``BUCKET_BYTES`` and ``SPILL_BYTES``, not by the
+export (and, for ``ranges``, by the number of range instances that launch GPU work).
+
+Using the cores: each window is read in rowid partitions, one per thread (``Export.select``),
+and the next window is read while this one is bucketed. Pieces run one after another: each sees
+nearly all the NVTX ranges, so smaller pieces run side by side cost more range matching than
+they save (at 30M kernels and 236k ranges, quarter-size pieces four at a time took 72 s on two
+cores against 48 s one at a time: ``reports/big-exports.md``). How an export is cut does not
+depend on the cores, so neither do its partial tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from .. import views
+from ..read import schema as S
+from ..read.export import Export, reading
+from ..read.schema import Field
+from ..read.trace import Trace
+from .spill import Spill
+
+WINDOW_ROWS = 2_000_000  # rows of a table read at a time
+WINDOW_BYTES = 80 * 2**20  # and at most this many bytes of them (8 a field): wide reads take fewer rows
+BUCKET_BYTES = 48 * 2**20  # rows of the large tables a piece holds, in bytes
+SPILL_BYTES = 128 * 2**20  # held in memory before buckets go to disk
+SLOTS = 4  # time slots per slice of the ordered views' rows (each flush to disk writes every slot)
+SLICE_BYTES = 16 * 2**20  # rows of an ordered view folded at a time (sorted and joined: a few copies)
+LARGE = (S.KERNEL, S.MEMCPY, S.MEMSET, S.RUNTIME, S.DRIVER)
+KEY = "correlation_id"
+
+Read = tuple[str, tuple[Field, ...], str]  # (table, fields, where) of one read of a large table
+
+
+@dataclass(frozen=True)
+class _Shared(Export):
+    """An export read without the Parquet cache (a window of it all: ``window=(0, 1)``), each
+    read of a small table made once for all pieces (``memo``)."""
+
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def fetch(self, sql, schema):
+        key = tuple(sql) if isinstance(sql, list) else sql
+        if key not in self.memo:
+            self.memo[key] = Export.fetch(self, sql, schema)
+        return self.memo[key]
+
+
+@dataclass(frozen=True)
+class _DryRun(_Shared):
+    """Answers reads of the large tables with no rows, and records them."""
+
+    reads: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def select(self, table: str, fields: Iterable[Field], where: str = "") -> pl.LazyFrame:
+        if table not in LARGE:
+            return Export.select(self, table, fields, where)
+        fields = tuple(fields)
+        self.reads.setdefault((table, fields, where), f"read{len(self.reads)}")
+        schema = self.query(table, fields, where)[1]
+        return pl.LazyFrame(schema={c: t or pl.Null for c, t in schema.items()})
+
+
+@dataclass(frozen=True)
+class _Piece(_Shared):
+    """Answers the recorded reads of the large tables with one group of buckets' rows; any
+    other read of them (the exact lookup of a launch outside the name filter) goes to SQLite."""
+
+    spill: Spill | None = field(default=None, compare=False, repr=False)
+    streams: dict = field(default_factory=dict, compare=False, repr=False)
+    group: tuple[int, ...] = ()
+    taken: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def select(self, table: str, fields: Iterable[Field], where: str = "") -> pl.LazyFrame:
+        fields = tuple(fields)
+        stream = self.streams.get((table, fields, where))
+        if stream is None:
+            return Export.select(self, table, fields, where)
+        if stream not in self.taken:
+            self.taken[stream] = self.spill.take(stream, list(self.group))
+        return self.taken[stream].lazy()
+
+
+def bucket_count(ex: Export, reads: Iterable[Read]) -> int:
+    """Enough buckets that none can exceed ``BUCKET_BYTES``, from the tables' row counts (an
+    upper bound: most API calls are not launches); ``Spill.groups`` then joins buckets up to
+    that size by what they actually received."""
+    total = sum(ex.rows(table) * 8 * len(fields) for table, fields, _ in reads if ex.has(table))
+    return max(1, -(-total // BUCKET_BYTES))
+
+
+def view_partial(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.DataFrame:
+    """View ``view``'s partial table of ``ex`` (``views.partial``), in bounded memory when the
+    view allows it; ``options["window"]`` (a ``read.window.WindowSpec``) is resolved once, on the
+    whole export."""
+    options = dict(options)
+    window = views.windowed(Trace(ex), options.pop("window", None)).window
+    if views.spec(view).splittable:
+        pieces = [views.partial(view, trace, by, **options).collect() for trace in _pieces(ex, view, by, options, window)]
+        return pl.concat(pieces, how="diagonal_relaxed")
+    if views.spec(view).ordered:
+        return _ordered(ex, view, by, options, window)
+    return views.partial(view, Trace(ex, window=window), by, **options).collect()
+
+
+def _pieces(ex: Export, view: str, by: Sequence[str], options: dict, window=None) -> Iterator[Trace]:
+    """``ex`` as traces whose large tables hold one group of buckets each (split by launch)."""
+    memo: dict = {}
+    whole = dict(path=ex.path, source=ex.source, tables=ex.tables, window=(0, 1), memo=memo)
+    dry = _DryRun(**whole)
+    if views.spec(view).ordered:  # its partial needs typed columns; its reads are all in ``read``
+        views.read(view, Trace(dry, window=window), by, **options).collect()
+    else:
+        views.partial(view, Trace(dry, window=window), by, **options).collect()
+    with Spill(bucket_count(ex, dry.reads), KEY, SPILL_BYTES) as spill:
+        for stream, rows in _read_ahead(ex, dry.reads):
+            spill.add(stream, rows)
+        if spill.flushes:  # past the budget: the rest goes to disk too, the pieces need the memory
+            spill.flush()
+        for group in spill.groups(BUCKET_BYTES):
+            yield Trace(_Piece(**whole, spill=spill, streams=dry.reads, group=tuple(group)), window=window)
+
+
+def _read_ahead(ex: Export, reads: dict[Read, str]) -> Iterator[tuple[str, pl.DataFrame]]:
+    """Each recorded read's rows (its stream's name, the frame), one rowid window at a time, in
+    order. The next window is read on another thread (SQLite and connectorx release the GIL)
+    while the caller buckets this one: at most two windows are held."""
+    jobs = [
+        (stream, window, read)
+        for read, stream in reads.items()
+        for window in ex.windows([read[0]], min(WINDOW_ROWS, WINDOW_BYTES // (8 * len(read[1]))))
+    ]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ahead = None
+        for stream, window, read in jobs:
+            future = pool.submit(lambda w=window, r=read: w.select(*r).collect())
+            if ahead is not None:
+                yield ahead[0], ahead[1].result()
+            ahead = (stream, future)
+        if ahead is not None:
+            yield ahead[0], ahead[1].result()
+
+
+def _ordered(ex: Export, view: str, by: Sequence[str], options: dict, window=None) -> pl.DataFrame:
+    """The partial table of a view of ``views.ORDERED``: its rows split by launch, then folded
+    slice by slice in order of start time."""
+    module = views.get(view)
+    first, last, slots = time_slots(ex)
+    slot = ((pl.col("start_ns") - first) * slots / (last - first + 1)).floor().cast(pl.Int64)
+    sides = []
+    with Spill(slots, "_slot", SPILL_BYTES // 4) as timed:  # held beside the first store
+        for trace in _pieces(ex, view, by, options, window):
+            rows, side = module.split(views.read(view, trace, by, **options), by)
+            rows = rows.with_columns(pl.col(pl.Categorical).cast(pl.String))  # IPC files: one dictionary each
+            timed.add("rows", rows.with_columns(_slot=slot.clip(0, slots - 1).fill_null(slots - 1)).collect())
+            if side is not None:  # the same rows from every piece that sees them: kept once
+                sides = [pl.concat([*sides, side.collect()], how="vertical_relaxed").unique()]
+        if timed.flushes:
+            timed.flush()
+        # A view that needs the side rows while it folds (``idle``: the blocking calls) starts from them.
+        state = module.start(sides, by) if hasattr(module, "start") else None
+        for group in timed.groups(SLICE_BYTES):
+            rows = timed.take("rows", group).drop("_slot")
+            state = module.window(rows, by, state, **views.window_options(view, options))
+    return module.close(state, sides, by).collect()
+
+
+def time_slots(ex: Export) -> tuple[int, int, int]:
+    """The first and last start of the export's GPU operations (0, 0 without any), and how many
+    time slots to cut that span into: ``SLOTS`` per ``SLICE_BYTES`` of rows (at most 64 bytes
+    an operation, without names), so that slices of about that size form even where work is dense."""
+    tables = [t for t in (S.KERNEL, S.MEMCPY, S.MEMSET) if ex.has(t)]
+    if not tables:
+        return 0, 0, 1
+    sql = " UNION ALL ".join(f'SELECT MIN("start"), MAX("start"), coalesce(MAX(rowid), 0) FROM {t}' for t in tables)
+    with reading(ex.source), ex.connect() as con:
+        spans = con.execute(sql).fetchall()
+    starts = [r for r in spans if r[0] is not None]
+    if not starts:
+        return 0, 0, 1
+    ops = sum(r[2] for r in spans)
+    return min(r[0] for r in starts), max(r[1] for r in starts), SLOTS * max(1, -(-ops * 64 // SLICE_BYTES))

@@ -1,0 +1,136 @@
+"""The tables behind ``nsys-tools report`` for exports: any view over one or many exports.
+
+A report is one task per export (its view's partial table, read in bounded memory by
+``chunked.py`` and cached beside the export) and one exact merge (the view's ``finalize``), so
+the same code runs on threads here or on Dask workers (``engine.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+
+import polars as pl
+
+from .. import views
+from ..errors import BadExport, NsysToolsError
+from ..read import cache
+from ..read.export import open_export, reading
+from ..read.inputs import expand_inputs
+from ..read.names import glob_regex
+from ..read.trace import open as open_trace
+from ..views import stats as metrics
+from ..views.kernels import SEP
+from . import chunked
+from .engine import Local
+
+
+def _per_file(path: Path, *, view: str, by: tuple[str, ...], per_file: bool, nsys, options: dict) -> pl.DataFrame:
+    """One export's partial table of ``view``, through the cache beside it."""
+    with reading(path):
+        ex = open_export(path, nsys)
+        before = _identity(ex.path)
+        detail = " ".join(f"{k}={options[k]}" for k in sorted(options))
+        key = f"view {view} partial by={','.join(by)} {detail}"
+        part = cache.memo(ex, key, lambda: chunked.view_partial(ex, view, by, options))
+        if _identity(ex.path, full=len(before) == 4) != before:  # a table mixed from two files: not an answer
+            cache.clear(ex.path)
+            raise BadExport(
+                path, "changed while it was read (size, time or file replaced)", "read it again once nothing writes it"
+            )
+    return part.with_columns(file=pl.lit(str(path))) if per_file else part
+
+
+def _identity(path: Path, full: bool | None = None) -> tuple:
+    """What changes when a file is written or replaced: device, inode, size, modification time."""
+    import os
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ()
+    if full is False or full is None and os.path.exists(f"{path}-wal"):
+        return (st.st_dev, st.st_ino)  # a reader that checkpoints the WAL writes the file itself: replacement only
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def view_table(
+    paths: Sequence[str | Path],
+    view: str = "kernels",
+    *,
+    by: Sequence[str] = (),
+    per_file: bool = False,
+    range_glob: str | None = None,
+    kernel_glob: str | None = None,
+    nsys: str | Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    engine=None,
+    failures: list[NsysToolsError] | None = None,
+    reexport: bool = False,
+    **options,
+) -> pl.DataFrame:
+    """The ``view`` table (``nsys_tools.views``) over ``paths`` (files or folders of exports).
+
+    ``by``: any of device, process, stream, as leading group-by columns; ``per_file`` keeps
+    exports apart (a leading ``file`` column). Each export is one task on ``engine``
+    (``engine.Local()``, threads here, by default, or ``engine.Dask``; ``progress(done, total)``
+    after each) that reads it into a partial table, cached beside it; the partials merge exactly.
+    ``range_glob`` and ``kernel_glob`` keep rows whose ``range`` or ``kernel`` matches.
+    ``options`` go to the view (``names``, ``include_memops``, ``nesting``, ``min_gap_ns``).
+    With a ``failures`` list, an export that cannot be read is appended to it and left out
+    instead of stopping the report. ``reexport``: a ``.sqlite`` with a ``.nsys-rep`` beside it is
+    read through the report (exported again when the report is newer), not as given.
+    """
+    views.get(view)  # an unknown view fails before any export is read
+    files = expand_inputs(paths, reexport=reexport)
+    by_cols = tuple(views.by_columns(by))
+    keys = [*(["file"] if per_file else []), *by_cols]
+    read = partial(_per_file, view=view, by=by_cols, per_file=per_file, nsys=nsys, options=options)
+    results = (engine or Local()).map(read, files, progress, keep_going=failures is not None)
+    parts = [r for r in results if not isinstance(r, NsysToolsError)]
+    if failures is not None:
+        failures.extend(r for r in results if isinstance(r, NsysToolsError))
+    if not parts:  # every export failed: an empty table of the view's columns
+        return views.empty(view, keys)
+    try:
+        frame = views.finalize(view, pl.concat(parts, how="diagonal_relaxed").lazy(), keys).collect()
+    except pl.exceptions.InvalidOperationError as exc:
+        if "i128" not in str(exc):
+            raise
+        where = files[0] if len(files) == 1 else None
+        raise NsysToolsError(
+            where,
+            f"the {view} table holds {metrics.TOO_LARGE} (more than 292 years of nanoseconds in one row)",
+            "the export's times are not real durations; check it, or report fewer exports at once",
+        ) from None
+    for column, glob in (("range", range_glob), ("kernel", kernel_glob)):
+        if glob and column not in frame.columns and "name" in frame.columns:
+            column = "name"  # hist and pace name a kernel or a range by ``name``
+        if glob:
+            frame = frame.filter(pl.col(column).str.contains(glob_regex(glob)))
+    return frame
+
+
+def kernel_summary(paths: Sequence[str | Path], **kw) -> pl.DataFrame:
+    """Statistics per (range, kernel) over ``paths``: ``view_table(paths, "kernels", ...)``."""
+    return view_table(paths, "kernels", **kw)
+
+
+def named_ops(
+    path: str | Path, *, names: str = "short", include_memops: bool = True, by: Sequence[str] = (), nsys=None
+) -> pl.DataFrame:
+    """One export's GPU operations with their innermost NVTX range: ``by`` columns (of
+    ``views.by_columns``), ``range``, ``kernel``, ``start_ns``, ``duration_ns`` (through the
+    cache, like the report)."""
+    by = list(by)
+    with reading(path), open_trace(path, nsys) as trace:
+        options = f"names={names} memops={include_memops} by={','.join(by)} with start"
+
+        def compute() -> pl.DataFrame:
+            ops = views.get("kernels").read(trace, [*by, "start_ns"], names=names, include_memops=include_memops)
+            # nsys's short name as it is (the key's first part): comparisons pair kernels by it
+            kernel = pl.col("kernel").cast(pl.String).str.split(SEP).list.first()
+            strings = [pl.col(c).cast(pl.String) for c in ("range", *by) if c in ("range", "gpu_name")]
+            return ops.select(*by, "range", kernel, "start_ns", "duration_ns").with_columns(strings).collect()
+
+        return cache.memo(trace.export, f"named ops {options}", compute)

@@ -1,0 +1,483 @@
+"""Read a sweep folder (written by ``nsys-tools capture sweep`` or ``capture run``) into frames.
+
+A sweep folder holds ``manifest.json`` and, per capture unit (a shape of a sweep, the one
+run of a program), ``<unit>.sqlite`` and ``<unit>.harness.json``. Timed calls sit in NVTX
+ranges named ``<op>/<impl>/<shape>/<l2>/r<round>`` (``convention.RANGE``); anything else in the
+trace (warm-up, setup) is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import polars as pl
+
+from ..convention import RANGE, RANGE_REGEX, rotated
+from ..errors import BadExport, NsysToolsError
+from ..read.export import reading
+from ..read.trace import open as open_trace
+from ..views import stats as metrics
+
+__all__ = ["RANGE", "RANGE_REGEX", "KEYS", "Sweep", "load", "summary", "sweep_table", "is_sweep", "parse_ranges", "into_calls"]
+
+MANIFEST = "manifest.json"
+KEYS = ["op", "impl", "shape", "l2"]
+
+
+def shape_text(text: str) -> str:
+    """A shape as the folders and the ledger write it: ``" 4096×768 "`` -> ``"4096x768"``."""
+    return text.strip().lower().replace("×", "x")
+
+
+def is_sweep(path: str | Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+@dataclass
+class Sweep:
+    """A sweep folder: its manifest, and per completed capture unit (a shape of a sweep, or the
+    run of a program) the export and what was recorded beside it (``harness``)."""
+
+    path: Path
+    manifest: dict
+    units: list[str] = field(default_factory=list)
+    plugins: list[str] = field(default_factory=list)  # what the user allowed (--plugin), besides the entry points
+
+    @property
+    def id(self) -> str:
+        return self.manifest.get("id") or self.path.name
+
+    @property
+    def spec(self) -> dict:
+        return self.manifest.get("spec", {})
+
+    @property
+    def kind(self) -> str:
+        """``sweep`` (our harness, per shape) or ``run`` (a program's own, ``capture run``)."""
+        return self.manifest.get("kind", "sweep")
+
+    @property
+    def entries(self) -> dict[str, dict]:
+        """The manifest's record of every capture unit, completed or not."""
+        return {k: e for key in ("shapes", "captures") for k, e in self.manifest.get(key, {}).items()}
+
+    @property
+    def not_captured(self) -> dict[str, str]:
+        """Units the spec asked for, or the manifest records, that have no completed capture:
+        unit -> its status ("failed", "running" for one stopped mid-way, "not started")."""
+        planned = dict.fromkeys([*(self.spec.get("shapes") or []), *self.entries])
+        status = {u: self.entries.get(u, {}).get("status") or "not started" for u in planned if u not in self.units}
+        return {u: "missing export" if s == "ok" else s for u, s in status.items()}  # recorded done, file gone
+
+    @property
+    def commits(self) -> dict[str, list[str]]:
+        """Build -> the completed units captured with it. One build, unless the folder was
+        finished with ``--resume`` at another; units recorded before builds were kept per unit
+        belong to the manifest's build."""
+        default = (self.manifest.get("git") or {}).get("commit") or "unknown"
+        out: dict[str, list[str]] = {}
+        for unit in self.units:
+            out.setdefault(self.entries.get(unit, {}).get("commit") or default, []).append(unit)
+        return out
+
+    @property
+    def control(self) -> str:
+        """The implementation the others are compared with, or "" when none was named."""
+        return self.spec.get("control") or ""
+
+    @property
+    def outputs(self) -> str:
+        """The output policy: rotate or reuse; sweeps from before the policy was recorded
+        rotated every output; a program's is what its author declared, or unknown."""
+        return self.spec.get("outputs") or ("rotate" if self.kind == "sweep" else "unknown")
+
+    @property
+    def order(self) -> str:
+        """How a round ordered the implementations: ``shuffled`` anew each round from the recorded
+        seed (each round's order is in the manifest), ``rotated`` by one each round for sweeps
+        recorded before that, ``unknown`` for a program's own capture (``capture run``)."""
+        if self.kind != "sweep":
+            return "unknown"
+        recorded = any(self.entries.get(u, {}).get("orders") or self.harness[u].get("orders") for u in self.units)
+        return "shuffled" if recorded else "rotated"
+
+    def round_orders(self, unit: str) -> list[list[str]]:
+        """Each round's order of implementations for ``unit``: as recorded (manifest, else the
+        harness record), or for a sweep recorded before orders were, the rotation it ran: the
+        implementations that set up, in the harness's order, rotated left by the round number.
+        [] where neither says (a program's capture)."""
+        record = self.harness.get(unit, {})
+        recorded = self.entries.get(unit, {}).get("orders") or record.get("orders")
+        if recorded or self.kind != "sweep" or not record:
+            return recorded or []
+        left_out = {**(record.get("errors") or {}), **(record.get("unsupported") or {})}
+        names = [name for name in record.get("impls", []) if name not in left_out]
+        return [rotated(names, rnd) for rnd in range(record.get("rounds") or self.spec.get("rounds") or 0)] if names else []
+
+    @cached_property
+    def registry(self):
+        """The op plugins loaded here: installed entry points, then what the user passed
+        (``--plugin``, ``$NSYS_TOOLS_PLUGINS``), and of what the manifest names only the studies
+        shipped inside nsys-tools (``plugin.shipped_plugins``). Never other code the manifest names:
+        a shared folder must not run code on the reader's machine (``unloaded_plugins`` says what
+        it named). ``None`` where they cannot be loaded (the report then leaves bytes and FLOPs out)."""
+        from ..plugin import Registry, shipped_plugins, user_plugins
+
+        named = [str(p) for p in self.spec.get("plugins") or [] if isinstance(p, str)]
+        try:
+            return Registry([*user_plugins(self.plugins), *shipped_plugins(named)])
+        except NsysToolsError:
+            try:
+                return Registry()
+            except NsysToolsError:
+                return None
+
+    @property
+    def unloaded_plugins(self) -> list[str]:
+        """The plugins the manifest names that are not loaded here (they are never imported
+        from the folder: the user allows them with ``--plugin`` or ``$NSYS_TOOLS_PLUGINS``)."""
+        from ..plugin import plugin_key
+
+        named = [str(p) for p in self.spec.get("plugins") or [] if isinstance(p, str)]
+        loaded = {plugin_key(s) for s in [*self.registry.sources, *self.registry.modules]} if self.registry else set()
+        return [p for p in named if plugin_key(p) not in loaded]
+
+    @property
+    def plugin_note(self) -> str | None:
+        """One line for stderr when the manifest names plugins that are not loaded, or None."""
+        missing = self.unloaded_plugins
+        if not missing:
+            return None
+        return (
+            f"Note: {self.id} names op plugins that are not loaded ({', '.join(missing)}): they are never imported from "
+            "a folder; pass --plugin or set NSYS_TOOLS_PLUGINS to allow them. Bytes and FLOPs the harness did not "
+            "record are left out."
+        )
+
+    def op(self, name: str):
+        """The op plugin called ``name``, or ``None`` where it is not installed here."""
+        return self.registry.ops.get(name) if self.registry else None
+
+    @property
+    def title(self) -> str:
+        """The op's title for headings ("" for a program's capture that names none)."""
+        name = self.spec.get("op", "")
+        plugin = self.op(name) if name else None
+        return self.spec.get("title") or (plugin.title if plugin else "") or name
+
+    @property
+    def floor(self) -> str | None:
+        """The implementation that is a bandwidth floor (a copy), if the sweep ran one."""
+        if "floor" in self.spec:
+            return self.spec["floor"]
+        plugin = self.op(self.spec.get("op", ""))
+        return plugin.floor if plugin and plugin.floor in self.spec.get("impls", []) else None
+
+    def export(self, unit: str) -> Path:
+        return self.path / f"{unit}.sqlite"
+
+    @cached_property
+    def harness(self) -> dict[str, dict]:
+        out = {}
+        for unit in self.units:
+            file = self.path / f"{unit}.harness.json"
+            try:
+                out[unit] = json.loads(file.read_text())
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise BadExport(file, f"cannot be read ({exc})", "was the sweep interrupted? re-run it with --resume") from exc
+            if not isinstance(out[unit], dict):
+                raise BadExport(file, "is not a harness record (not a JSON object)", "was it written by capture/harness.py?")
+        return out
+
+    @property
+    def setup(self) -> dict:
+        """What the harness recorded that every shape shares (GPU, versions, how spans were
+        measured): the first shape's record, or {} for a sweep with no completed shape."""
+        return next(iter(self.harness.values()), {})
+
+    @property
+    def gpu(self) -> str:
+        """The GPU's name, as the harness saw it or else as nvidia-smi did before the sweep."""
+        return (self.setup.get("gpu") or {}).get("name") or self.manifest.get("gpu_before", {}).get("name") or ""
+
+    @property
+    def has_spans(self) -> bool:
+        """Whether event spans were measured (``capture run`` measures none)."""
+        return any(h.get("spans") for h in self.harness.values())
+
+    @cached_property
+    def calls(self) -> pl.DataFrame:
+        """One row per timed call: op, impl, shape, l2, round, start_ns, duration_ns (the sum of
+        the call's GPU operations), kernel (their names, in order) and ops (how many)."""
+        frames = []
+        for unit in self.units:
+            with reading(self.export(unit)), open_trace(self.export(unit)) as trace:
+                kernel = pl.coalesce("short_name", "name").cast(pl.String)
+                ops = timed_ops(trace, ["name", "short_name", "start_ns", "duration_ns"]).select(
+                    *KEYS, "round", "calls", "start_ns", "duration_ns", kernel=kernel
+                )
+                # Sweeps from before ranges carried their call count: the harness's iterations.
+                iters = self.harness.get(unit, {}).get("iters") if self.kind == "sweep" else None
+                frames.append(timed_calls(ops, calls_if_unsaid=iters))
+        if not frames:
+            return pl.DataFrame(schema=CALL_SCHEMA)
+        return pl.concat(frames, how="vertical_relaxed")
+
+    @cached_property
+    def spans(self) -> pl.DataFrame:
+        """One row per event-timed call (untraced phase): op, impl, shape, l2, round, span_ns."""
+        frames = []
+        for shape, h in self.harness.items():
+            try:
+                if h["spans"] is None:  # none measured (a program's capture)
+                    continue
+                frames.append(
+                    pl.DataFrame(h["spans"], schema={"impl": pl.String, "round": pl.Int64, "span_ns": pl.Int64}).with_columns(
+                        op=pl.lit(h["op"]), shape=pl.lit(shape), l2=pl.lit(h["l2"])
+                    )
+                )
+            except (KeyError, TypeError, ValueError, pl.exceptions.PolarsError) as exc:
+                what = f"no {exc.args[0]!r} entry" if isinstance(exc, KeyError) else f"unreadable spans ({exc})"
+                raise BadExport(
+                    self.path / f"{shape}.harness.json", f"has {what}", "was it written by capture/harness.py? re-run the shape"
+                ) from exc
+        schema = {"impl": pl.String, "round": pl.Int64, "span_ns": pl.Int64, "op": pl.String, "shape": pl.String, "l2": pl.String}
+        return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+
+
+CALL_SCHEMA = {
+    **{k: pl.String for k in KEYS},
+    "round": pl.Int64,
+    "start_ns": pl.Int64,
+    "duration_ns": pl.Int64,
+    "kernel": pl.String,
+    "ops": pl.UInt32,
+}
+
+
+def parse_ranges(df: pl.DataFrame) -> pl.DataFrame:
+    """Split the NVTX ``range`` column into op, impl, shape, l2, round and calls (null where the
+    range does not say how many calls it holds)."""
+    parts = pl.col("range").str.extract_groups(RANGE_REGEX)
+    return (
+        df.with_columns(parts.alias("p"))
+        .unnest("p")
+        .with_columns(pl.col("round").cast(pl.Int64), pl.col("calls").cast(pl.Int64))
+        .drop("range")
+    )
+
+
+def timed_ops(trace, columns: Sequence[str]) -> pl.DataFrame:
+    """A trace's GPU operations inside timed ranges (the capture convention's NVTX names), with
+    ``columns`` of ``Trace.gpu_ops`` and the range split by ``parse_ranges``."""
+    ops = trace.gpu_ops(attributed=True, columns=list(columns))
+    return ops.filter(pl.col("range").str.contains(RANGE_REGEX)).collect().pipe(parse_ranges)
+
+
+def timed_calls(ops: pl.DataFrame, by: Sequence[str] = (), calls_if_unsaid: int | None = None) -> pl.DataFrame:
+    """The one way from an export's GPU operations to calls: operations with ``range`` (or the
+    columns ``parse_ranges`` makes of it), ``start_ns``, ``duration_ns`` and ``kernel`` -> one row
+    per timed call (``into_calls``). Operations outside timed ranges are left out.
+    ``calls_if_unsaid``: the call count of ranges that do not carry one (sweeps from before ranges
+    said it: the harness's iterations)."""
+    if "range" in ops.columns:
+        ops = ops.filter(pl.col("range").str.contains(RANGE_REGEX)).pipe(parse_ranges)
+    if calls_if_unsaid is not None:
+        ops = ops.with_columns(pl.col("calls").fill_null(pl.lit(calls_if_unsaid, pl.Int64)))
+    return into_calls(ops, by=by)
+
+
+def into_calls(ops: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
+    """GPU operations of timed ranges (``parse_ranges`` rows with start_ns, duration_ns, kernel)
+    -> one row per call. A range's operations, in the order they started, are split into
+    ``calls`` equal runs; a call's time is the sum of its operations' times. Where ``calls`` is
+    null or does not divide the operations evenly, each operation is one call. ``by``: columns
+    that tell ranges of the same name apart (the file of each)."""
+    keys = [*by, *KEYS, "round"]
+    n = pl.len().over(keys)
+    even = pl.col("calls").is_not_null() & (pl.col("calls") > 0) & (n % pl.col("calls").clip(1) == 0)
+    per = pl.when(even).then(n // pl.col("calls").clip(1)).otherwise(1)
+    return (
+        ops.with_row_index("_row")
+        .sort([*keys, "start_ns"])
+        .with_columns(call=pl.int_range(pl.len()).over(keys) // per)
+        .group_by([*keys, "call"], maintain_order=True)
+        .agg(
+            pl.col("_row").min(),
+            pl.col("start_ns").first(),
+            pl.col("duration_ns").sum(),
+            pl.col("kernel").unique(maintain_order=True).str.join(" + "),
+            ops=pl.len(),
+        )
+        .sort("_row")  # the ranges in the order they came
+        .select(*by, *CALL_SCHEMA)
+    )
+
+
+def load(path: str | Path) -> Sweep:
+    """Open a sweep folder. Units whose capture failed are left out (the manifest says why)."""
+    root = Path(path)
+    file = root / MANIFEST
+    if not file.is_file():
+        raise BadExport(root, "is not a sweep folder (no manifest.json)", "pass a folder written by nsys-tools capture sweep")
+    try:
+        manifest = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadExport(file, f"cannot be read ({exc})", "check the file") from exc
+    except json.JSONDecodeError as exc:
+        raise BadExport(file, f"is not valid JSON ({exc.msg})", "was the sweep interrupted? re-run it with --resume") from exc
+    sections = [manifest.get(k, {}) for k in ("shapes", "captures")] if isinstance(manifest, dict) else [None]
+    if not all(isinstance(x, dict) and all(isinstance(e, dict) for e in x.values()) for x in sections):
+        raise BadExport(
+            file,
+            "is not a sweep manifest (a JSON object with a shapes or captures object)",
+            "pass a folder written by nsys-tools capture sweep or capture run",
+        )
+    _check_fields(file, manifest)
+    sweep = Sweep(root, manifest)
+    sweep.units = [u for u, e in sweep.entries.items() if e.get("status") == "ok" and (root / f"{u}.sqlite").exists()]
+    return sweep
+
+
+# The manifest fields the reader uses, and the JSON types they may hold (null: absent). Anything
+# else is a file not written by the capture side: one error naming the field.
+_TEXT, _TEXTS, _OBJECT = (str, type(None)), "texts", (dict, type(None))
+MANIFEST_FIELDS = {
+    "id": _TEXT, "created_utc": _TEXT, "kind": _TEXT, "gpu_before": _OBJECT, "git": _OBJECT, "nsys": _OBJECT,
+    "spec": _OBJECT,
+    "spec.op": _TEXT, "spec.title": _TEXT, "spec.control": _TEXT, "spec.outputs": _TEXT, "spec.l2": _TEXT,
+    "spec.floor": _TEXT, "spec.shapes": _TEXTS, "spec.impls": _TEXTS, "spec.plugins": _TEXTS, "spec.program": _TEXTS,
+}  # fmt: skip
+
+
+def _check_fields(file: Path, manifest: dict) -> None:
+    """Each field ``MANIFEST_FIELDS`` names holds its type, else one error naming it; a null
+    one is dropped, so that it reads as absent (the reader's defaults apply)."""
+    for key in MANIFEST_FIELDS:
+        holder = manifest.get("spec") if key.startswith("spec.") else manifest
+        if isinstance(holder, dict) and key.removeprefix("spec.") in holder and holder[key.removeprefix("spec.")] is None:
+            del holder[key.removeprefix("spec.")]
+    for key, kinds in MANIFEST_FIELDS.items():
+        holder = manifest.get("spec") if key.startswith("spec.") else manifest
+        if not isinstance(holder, dict):
+            continue
+        value = holder.get(key.removeprefix("spec."))
+        if kinds == _TEXTS:
+            good = value is None or isinstance(value, list) and all(isinstance(v, str) for v in value)
+            want = "a list of text"
+        else:
+            good = isinstance(value, kinds)
+            want = "text" if str in kinds else "an object"
+        if not good:
+            raise BadExport(
+                file, f"has {key} of type {type(value).__name__}, not {want}", "was it written by nsys-tools capture?"
+            )
+    for key, inner in (("gpu_before", "driver_version"), ("nsys", "version"), ("git", "commit")):
+        value = (manifest.get(key) or {}).get(inner)
+        if not isinstance(value, (str, type(None))):
+            raise BadExport(
+                file, f"has {key}.{inner} of type {type(value).__name__}, not text", "was it written by nsys-tools capture?"
+            )
+
+
+def implementations(sweep: Sweep, keys: pl.DataFrame) -> pl.DataFrame:
+    """Per (op, impl, shape) of ``keys``: ``family``, ``outputs`` (the output policy it ran
+    under: the sweep's, or ``allocates``), ``bytes`` and ``flops`` of one call. From what the
+    harness recorded; else from the op's plugin where it is installed here; else null."""
+    recorded = {
+        (h.get("op"), impl, h.get("shape", unit)): info
+        for unit, h in sweep.harness.items()
+        for impl, info in (h.get("implementations") or {}).items()
+    }
+    rows = []
+    for op_name, impl_name, shape in keys.select("op", "impl", "shape").unique().iter_rows():
+        info = recorded.get((op_name, impl_name, shape)) or _from_plugin(sweep, op_name, impl_name, shape)
+        rows.append({"op": op_name, "impl": impl_name, "shape": shape, **info})
+    schema = {"op": pl.String, "impl": pl.String, "shape": pl.String, "family": pl.String, "outputs": pl.String}
+    schema |= {"bytes": pl.Int64, "flops": pl.Int64}
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+
+
+def _from_plugin(sweep: Sweep, op_name: str, impl_name: str, shape: str) -> dict:
+    unknown = {"family": None, "outputs": sweep.outputs, "bytes": None, "flops": None}
+    op = sweep.op(op_name)
+    if op is None:
+        return unknown
+    try:
+        dims = op.parse_shape(shape)
+    except NsysToolsError:  # a shape the op does not know
+        return unknown
+    try:
+        impl = op.impl(impl_name)
+    except NsysToolsError:  # a program's own implementation: the op's bytes and FLOPs still hold
+        return {**unknown, "bytes": op.bytes_moved(dims), "flops": op.flops(dims)}
+    return {"family": impl.family, "outputs": "allocates" if impl.allocates else sweep.outputs, **op.work(impl, dims)}
+
+
+def summary(sweep: Sweep) -> pl.DataFrame:
+    """One row per (op, impl, shape, l2): kernel-time statistics from the trace and event-span
+    statistics from the untraced phase, with the output policy each implementation ran under
+    and the bytes and FLOPs one call must move and do (where known)."""
+    kernel = (
+        sweep.calls.lazy()
+        .group_by(KEYS)
+        .agg(
+            pl.len().alias("instances"),
+            pl.col("kernel").unique().sort().str.join(", ").alias("kernels"),
+            *[e.alias(f"kernel_{k}") for k, e in metrics.distribution("duration_ns").items()],
+        )
+    )
+    span = sweep.spans.lazy().group_by(KEYS).agg(*[e.alias(f"span_{k}") for k, e in metrics.distribution("span_ns").items()])
+    out = kernel.join(span, on=KEYS, how="full", coalesce=True).collect()
+    order = {s: k for k, s in enumerate(sweep.spec.get("shapes", sweep.units))}
+    impl_order = {s: k for k, s in enumerate(sweep.spec.get("impls", []))}
+    return (
+        out.join(implementations(sweep, out), on=["op", "impl", "shape"], how="left")
+        .with_columns(
+            gb_per_s=pl.col("bytes") / pl.col("kernel_median_ns"), tflops=pl.col("flops") / pl.col("kernel_median_ns") / 1000
+        )
+        .with_columns(
+            _s=pl.col("shape").replace_strict(order, default=len(order)),
+            _i=pl.col("impl").replace_strict(impl_order, default=len(impl_order)),
+        )
+        # A program's capture lists no shapes: its rows go by shape name, not by the group-by's hash order.
+        .sort("_s", "_i", "impl", "shape", "l2")
+        .drop("_s", "_i")
+    )
+
+
+SUMMARY_COLUMNS = (
+    "op",
+    "impl",
+    "shape",
+    "l2",
+    "outputs",
+    "instances",
+    "kernel_median_ns",
+    "kernel_p10_ns",
+    "kernel_p90_ns",
+    "kernel_p99_ns",
+    "kernel_min_ns",
+    "kernel_max_ns",
+    "span_median_ns",
+    "span_p10_ns",
+    "span_p90_ns",
+    "bytes",
+    "gb_per_s",
+    "flops",
+    "tflops",
+    "kernels",
+)
+
+
+def sweep_table(paths: list[Path]) -> pl.DataFrame:
+    """``summary`` of each sweep folder, in the report's column order; a leading ``sweep``
+    column when there are several."""
+    sweeps = [load(p) for p in paths]
+    frames = [summary(s).select(*SUMMARY_COLUMNS).with_columns(sweep=pl.lit(s.id)) for s in sweeps]
+    frame = pl.concat(frames)
+    return frame.select("sweep", *SUMMARY_COLUMNS) if len(paths) > 1 else frame.drop("sweep")

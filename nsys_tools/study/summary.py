@@ -1,0 +1,194 @@
+"""``nsys-tools summary EXPORT|FOLDER``: one markdown screen for a whole run, short enough for an
+issue comment.
+
+It composes the views (``utilization`` and ``idle`` per device, ``kernels``, ``ranges``,
+``sync``, ``launch``) over the exports, in one window if one is given, and ranks the findings
+by the time they account for: the three largest are the ones to look at first, each with its
+figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+TOP = 5
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing to look at, and the time it accounts for."""
+
+    ns: int
+    text: str
+
+
+def _ms(ns: float | int | None) -> str:
+    return "–" if ns is None else f"{ns / 1e6:,.2f} ms"
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1f}%"
+
+
+def _small_pct(x: float | None) -> str:
+    """As ``_pct``, but a share that rounds to nothing and is not nothing says so."""
+    return "<0.1%" if x is not None and 0 < x < 0.05 else _pct(x)
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> list[str]:
+    from ..render.tables import escape, row, rule
+
+    body = [row(escape(str(c)) if not r else str(c) for c, r in zip(cells, right, strict=True)) for cells in rows]
+    return [row(head), rule(right), *body]
+
+
+def tables(paths: Sequence[str | Path], *, window=None, engine=None) -> dict[str, pl.DataFrame]:
+    """The views a summary reads, over ``paths`` (a ``read.window.WindowSpec`` in ``window``)."""
+    from ..run.report import view_table
+
+    options = {"window": window} if window else {}
+    return {
+        "utilization": view_table(paths, "utilization", by=["device"], engine=engine, **options),
+        "idle": view_table(paths, "idle", by=["device"], engine=engine, **options),
+        "kernels": view_table(paths, "kernels", names="short", engine=engine, **options),
+        "ranges": view_table(paths, "ranges", engine=engine, **options),
+        "sync": view_table(paths, "sync", engine=engine, **options),
+        "launch": view_table(paths, "launch", names="short", engine=engine, **options),
+        "overlap": view_table(paths, "overlap", by=["device"], engine=engine, **options),
+    }
+
+
+def findings(t: dict[str, pl.DataFrame]) -> list[Finding]:
+    """Everything worth a look, each with the time it accounts for, largest first."""
+    from ..render.tables import escape, shorten
+
+    out = []
+    util, idle, kernels, sync, launch = t["utilization"], t["idle"], t["kernels"], t["sync"], t["launch"]
+    if util.height:
+        span, busy = util["span_ns"].sum(), util["busy_ns"].sum()
+        if idle.height:
+            top = idle.group_by("cause").agg(pl.col("total_ns").sum()).sort("total_ns", descending=True).row(0, named=True)
+            out.append(
+                Finding(
+                    span - busy,
+                    f"GPUs idle {_pct(100 * (span - busy) / span)} of their span ({_ms(span - busy)}); "
+                    f"the top cause is **{top['cause']}**: {_ms(top['total_ns'])}",
+                )
+            )
+        exposed = util["communication_ns"].sum()
+        if exposed:
+            out.append(Finding(exposed, f"NCCL communication not hidden behind compute: {_ms(exposed)} exposed"))
+    if kernels.height:
+        by_kernel = kernels.group_by("kernel").agg(pl.col("total_ns").sum()).sort("total_ns", descending=True)
+        k = by_kernel.row(0, named=True)
+        share = 100 * k["total_ns"] / by_kernel["total_ns"].sum()
+        name = escape(shorten(k["kernel"]))
+        out.append(Finding(k["total_ns"], f"kernel {name} takes {_pct(share)} of kernel time ({_ms(k['total_ns'])})"))
+    if sync.height:
+        s = sync.row(0, named=True)
+        out.append(Finding(s["total_ns"], f"{escape(s['api'])} blocks the host {_ms(s['total_ns'])} over {s['instances']} calls"))
+    if launch.height:
+        bound = launch.filter(pl.col("api_median_ns") > pl.col("kernel_median_ns"))
+        if bound.height:
+            ns = int(bound["api_total_ns"].sum())
+            out.append(Finding(ns, f"{bound.height} kernels run shorter than their launch call takes: {_ms(ns)} of launch calls"))
+    return sorted(out, key=lambda f: -f.ns)
+
+
+def summary(paths: Sequence[str | Path], *, window=None, engine=None) -> str:
+    """The markdown summary of the run in ``paths`` (exports or folders of them)."""
+    from ..read.inputs import expand_inputs
+    from ..render.tables import shorten
+
+    files = expand_inputs(paths)
+    t = tables(files, window=window, engine=engine)
+    util, idle = t["utilization"], t["idle"]
+    where = f"{len(files)} exports" if len(files) > 1 else f"`{files[0].name}`"
+    lines = [f"### Run summary: {where}" + (f" ({window})" if window else ""), ""]
+    lines += ["**Look at first:**", ""]
+    found = findings(t)
+    lines += [f"{i}. {f.text}" for i, f in enumerate(found[:3], 1)] or ["(no GPU work found)"]
+    lines += ["", "**Devices**", ""]
+    lines += _table(
+        ["GPU", "span", "busy", "compute", "NCCL exposed", "memory", "idle"],
+        [
+            (
+                f"{r['gpu_id']} {r['gpu_name'] or ''}".strip(),
+                _ms(r["span_ns"]),
+                _pct(r["busy_pct"]),
+                _pct(r["compute_pct"]),
+                _small_pct(r["communication_pct"]),
+                _pct(r["memory_pct"]),
+                _pct(r["idle_pct"]),
+            )
+            for r in util.iter_rows(named=True)
+        ],
+        [False, True, True, True, True, True, True],
+    )
+    if idle.height:
+        causes = idle.group_by("cause").agg(pl.col("intervals", "total_ns").sum(), pl.col("longest_ns").max())
+        causes = causes.with_columns(pct=100 * pl.col("total_ns") / pl.col("total_ns").sum()).sort("total_ns", descending=True)
+        lines += ["", "**Idle time by cause** (all devices)", ""]
+        lines += _table(
+            ["cause", "intervals", "total", "share", "longest"],
+            [
+                (r["cause"], r["intervals"], _ms(r["total_ns"]), _pct(r["pct"]), _ms(r["longest_ns"]))
+                for r in causes.iter_rows(named=True)
+            ],
+            [False, True, True, True, True],
+        )
+    kernels = t["kernels"].group_by("kernel").agg(pl.col("instances", "total_ns").sum())
+    if kernels.height:
+        total = kernels["total_ns"].sum()
+        top = kernels.sort("total_ns", "kernel", descending=[True, False]).head(TOP)
+        lines += ["", f"**Top kernels** (of {kernels.height})", ""]
+        lines += _table(
+            ["kernel", "calls", "total", "share"],
+            [
+                (shorten(r["kernel"]), r["instances"], _ms(r["total_ns"]), _pct(100 * r["total_ns"] / total))
+                for r in top.iter_rows(named=True)
+            ],
+            [False, True, True, True],
+        )
+    from ..read.names import op_name
+
+    ranges = (  # PyTorch's per-call ids dropped, so an operator's calls are one row
+        t["ranges"].group_by(op_name(pl.col("range")).alias("range")).agg(pl.col("instances", "busy_ns", "range_total_ns").sum())
+    )
+    if ranges.height:
+        top = ranges.sort("busy_ns", "range", descending=[True, False]).head(TOP)
+        lines += ["", f"**Top NVTX ranges** by GPU busy time (of {ranges.height})", ""]
+        lines += _table(
+            ["range", "instances", "GPU busy", "CPU time"],
+            [
+                (shorten(r["range"]), r["instances"], _ms(r["busy_ns"]), _ms(r["range_total_ns"]))
+                for r in top.iter_rows(named=True)
+            ],
+            [False, True, True, True],
+        )
+    lines += ["", f"**NCCL exposed time:** {_nccl(util, t['overlap'])}", ""]
+    return "\n".join(lines)
+
+
+def _nccl(util: pl.DataFrame, overlap: pl.DataFrame) -> str:
+    """Communication not hidden behind compute (``utilization``), with the NCCL time and its
+    hidden share, per device, and the step that exposed the most (``overlap``)."""
+    comm = int(util["communication_ns"].sum()) if util.height else 0
+    nccl = int(overlap["nccl_ns"].sum()) if overlap.height else 0
+    if not nccl:
+        return "none (no NCCL kernel in the run)"
+    hidden = 100 * overlap["overlapped_ns"].sum() / nccl
+    text = f"{_ms(comm)} (NCCL kernels ran {_ms(nccl)}, {_pct(hidden)} of it beside compute)"
+    if not comm:
+        return f"none: {text}"
+    devices = util.filter(pl.col("communication_ns") > 0)
+    text += "; per device: " + ", ".join(f"GPU {r['gpu_id']} {_ms(r['communication_ns'])}" for r in devices.iter_rows(named=True))
+    steps = overlap.filter(pl.col("step").is_not_null() & (pl.col("exposed_ns") > 0))
+    if steps.height:
+        worst = steps.sort("exposed_ns", "gpu_id", descending=[True, False]).row(0, named=True)
+        text += f"; most in one step: {worst['step']} on GPU {worst['gpu_id']}, {_ms(worst['exposed_ns'])}"
+    return text

@@ -1,0 +1,197 @@
+"""Why each device sat idle: every interval between its operations (from its first to its
+last, as ``utilization`` counts idle time), with a cause, found from the operation that ended
+the interval and the thread that launched it:
+
+* ``sync``: a blocking call on the launching thread covered at least half of the interval: a
+  ``...Synchronize`` call, or a synchronous copy or set (``cudaMemcpy``, not ``...Async``);
+* ``host``: nothing was queued: the launch call of the next operation had not returned when the
+  device went idle (the host was late);
+* ``memory``: the next operation is a copy or a set that was queued and waited;
+* ``other``: the next operation was queued and did not start (a dependency on another stream,
+  an event wait), or no launch call is recorded for it.
+
+The table gives, per timeline and cause, the intervals, their total and share of the idle time,
+and the longest; with ``longest=N``, instead, the N longest intervals of each timeline with their
+cause, the operations around them and the API calls in flight (the next operation's launch
+call, and any blocking call on its thread).
+
+Rows are folded in slices of time (``chunked.py``): the blocking calls are side rows, read once
+and given to the fold at its start (``start``); each slice carries the operation holding each
+timeline busy, as ``gaps`` does, and keeps only totals and its N longest intervals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from .gaps import timeline
+
+CAUSES = ("sync", "host", "memory", "other")
+COLUMNS = ("cause", "intervals", "total_ns", "idle_pct", "longest_ns", "longest_start_ns")
+LISTED = (
+    "gap_ns",
+    "gap_start_ns",
+    "gap_end_ns",
+    "cause",
+    "before",
+    "after",
+    "launch",
+    "launch_start_ns",
+    "launch_end_ns",
+    "blocking",
+    "blocking_start_ns",
+    "blocking_end_ns",
+)
+OP = ("kind", "name", "global_tid", "api_name", "api_start_ns", "api_end_ns")
+CALL = ("global_tid", "call", "call_start_ns", "call_end_ns")
+
+
+def blocking(name: pl.Expr) -> pl.Expr:
+    """A call that blocks its thread: a synchronization, or a copy or set that is not ``Async``."""
+    text = name.cast(pl.String)
+    copy = text.str.contains(r"^cu(da)?Mem(cpy|set)") & ~text.str.contains("Async")
+    return text.str.contains("Synchronize") | copy
+
+
+def read(trace, by: Sequence[str]) -> pl.LazyFrame:
+    """The GPU operations (``by`` columns, times, and their launch call) and, as rows with no
+    ``start_ns``, the blocking API calls."""
+    line = timeline(by)
+    ops = trace.gpu_ops(attributed=True, columns=[*line, "start_ns", "end_ns", *OP])
+    ops = ops.select(*line, "start_ns", "end_ns", pl.col("kind").cast(pl.String), *OP[1:])
+    calls = trace.api(columns=["global_tid", "name", "start_ns", "end_ns"]).filter(blocking(pl.col("name")))
+    calls = calls.select("global_tid", call="name", call_start_ns="start_ns", call_end_ns="end_ns")
+    return pl.concat([ops, calls], how="diagonal_relaxed")
+
+
+def split(rows: pl.LazyFrame, keys: Sequence[str]) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    ops = rows.filter(pl.col("start_ns").is_not_null()).drop(*CALL[1:])
+    calls = rows.filter(pl.col("start_ns").is_null()).select(*CALL)
+    return ops, calls
+
+
+def start(sides, keys: Sequence[str]):
+    """The fold's first state: no partials, no operation held, the blocking calls by thread."""
+    calls = pl.concat(sides, how="vertical_relaxed") if sides else pl.DataFrame(schema=dict.fromkeys(CALL, pl.Int64))
+    calls = calls.with_columns(pl.col("call").cast(pl.String)).unique().sort("global_tid", "call_start_ns")
+    return [], None, calls
+
+
+def classify(gaps: pl.LazyFrame, calls: pl.DataFrame) -> pl.LazyFrame:
+    """Each gap's cause, with the blocking call in flight on the next operation's launching
+    thread (the last to start before the gap ended, if it covers half the gap or more)."""
+    probe = gaps.with_columns(probe_ns=pl.col("gap_end_ns") - 1).sort("probe_ns")
+    found = probe.join_asof(
+        calls.lazy().sort("call_start_ns"),
+        left_on="probe_ns",
+        right_on="call_start_ns",
+        by="global_tid",
+        strategy="backward",
+        check_sortedness=False,
+    )
+    covered = pl.min_horizontal("call_end_ns", "gap_end_ns") - pl.max_horizontal("call_start_ns", "gap_start_ns")
+    # (min/max_horizontal skip nulls: a gap with no call before it on its thread has none in flight)
+    found = found.with_columns(in_flight=pl.col("call_start_ns").is_not_null() & (covered * 2 >= pl.col("gap_ns")))
+    in_flight = pl.col("in_flight")
+    cause = (
+        pl.when(in_flight)
+        .then(pl.lit("sync"))
+        .when(pl.col("api_end_ns") > pl.col("gap_start_ns"))
+        .then(pl.lit("host"))
+        .when(pl.col("after_kind") != "kernel")
+        .then(pl.lit("memory"))
+        .otherwise(pl.lit("other"))
+    )
+    return found.with_columns(
+        cause=cause,
+        blocking=pl.when(in_flight).then("call"),
+        blocking_start_ns=pl.when(in_flight).then("call_start_ns"),
+        blocking_end_ns=pl.when(in_flight).then("call_end_ns"),
+    )
+
+
+def gaps_of(ops: pl.LazyFrame, line: list[str]) -> pl.LazyFrame:
+    """Every idle interval of each timeline, with the operations before and after it."""
+    ordered = ops.sort([*line, "start_ns", "end_ns"], nulls_last=True).with_row_index("i")
+    holder = pl.when(pl.col("end_ns") == pl.col("end_ns").cum_max()).then(pl.col("i")).forward_fill()
+    marked = ordered.with_columns(
+        gap_start_ns=pl.col("end_ns").cum_max().shift(1).over(line), before_i=holder.shift(1).over(line)
+    )
+    found = marked.filter(pl.col("start_ns") > pl.col("gap_start_ns"))
+    before = ordered.select(before_i="i", before="name")
+    return found.join(before, on="before_i", how="left").select(
+        *line,
+        "gap_start_ns",
+        "before",
+        "global_tid",
+        "api_end_ns",
+        gap_ns=pl.col("start_ns") - pl.col("gap_start_ns"),
+        gap_end_ns="start_ns",
+        after="name",
+        after_kind="kind",
+        launch="api_name",
+        launch_start_ns="api_start_ns",
+        launch_end_ns="api_end_ns",
+    )
+
+
+def window(ops: pl.DataFrame, keys: Sequence[str], state, *, longest: int = 0):
+    """One slice of the operations, after the previous slices': its gaps, classified, as totals
+    per cause (or its ``longest`` gaps per timeline). ``state``: (partials so far, the operation
+    holding each timeline busy, the blocking calls)."""
+    found, held, calls = state if state is not None else start([], keys)
+    line = timeline(keys)
+    ops = ops.with_columns(pl.col(pl.Categorical).cast(pl.String))
+    both = ops if held is None else pl.concat([held, ops], how="vertical_relaxed")
+    gaps = classify(gaps_of(both.lazy(), line), calls)
+    if longest:
+        part = gaps.sort("gap_ns", "gap_start_ns", descending=[True, False]).group_by(line, maintain_order=True).head(longest)
+        part = part.select(*line, *LISTED, listed=pl.lit(longest, pl.Int64))
+    else:
+        part = gaps.group_by(*line, "cause").agg(
+            intervals=pl.len().cast(pl.Int64),
+            total_ns=pl.col("gap_ns").sum(),
+            longest_ns=pl.col("gap_ns").max(),
+            longest_start_ns=pl.col("gap_start_ns").sort_by("gap_ns", "gap_start_ns", descending=[True, False]).first(),
+        )
+    found.append(part.collect())
+    ordered = both.sort([*line, "start_ns", "end_ns"], nulls_last=True)
+    busy = ordered.filter(pl.col("end_ns") == pl.col("end_ns").cum_max().over(line))
+    return found, busy.group_by(line, maintain_order=True).last().select(both.columns), calls
+
+
+def close(state, sides, keys: Sequence[str]) -> pl.LazyFrame:
+    found = state[0] if state is not None else []
+    if not found:
+        return pl.LazyFrame(schema={**dict.fromkeys(timeline(keys), pl.Null), "cause": pl.String, "total_ns": pl.Int64})
+    return pl.concat(found, how="diagonal_relaxed").lazy()
+
+
+def partial(rows: pl.LazyFrame, keys: Sequence[str], *, longest: int = 0) -> pl.LazyFrame:
+    ops, calls = split(rows, keys)
+    state = start([calls.collect()], keys)
+    return close(window(ops.collect(), keys, state, longest=longest), [], keys)
+
+
+def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
+    line = timeline(keys)
+    names = partials.collect_schema().names()
+    if "listed" in names:
+        n = partials.select(pl.col("listed").max()).collect().item()
+        ranked = partials.sort("gap_ns", "gap_start_ns", descending=[True, False], nulls_last=True)
+        return ranked.group_by(line, maintain_order=True).head(n).select(*line, *LISTED)
+    if "intervals" not in names:
+        return pl.LazyFrame(schema={**dict.fromkeys(line, pl.Null), **dict.fromkeys(COLUMNS, pl.Int64)})
+    merged = partials.group_by(*line, "cause").agg(
+        pl.col("intervals").sum(),
+        pl.col("total_ns").sum(),
+        pl.col("longest_start_ns").sort_by("longest_ns", "longest_start_ns", descending=[True, False]).first(),
+        pl.col("longest_ns").max(),
+    )
+    return (
+        merged.with_columns(idle_pct=pl.col("total_ns") * 100.0 / pl.col("total_ns").sum().over(line) if line else None)
+        .select(*line, *COLUMNS)
+        .sort([*line, "total_ns"], descending=[False] * len(line) + [True], nulls_last=True)
+    )

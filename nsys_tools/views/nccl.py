@@ -1,0 +1,69 @@
+"""NCCL kernels by collective: AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv
+(the word after ``ncclKernel_`` or ``ncclDevKernel_`` in the kernel's name), with count and time
+statistics; split ``--by device,process`` for each device and rank. Twin: the ``nccl_sum``
+recipe.
+
+``bytes`` sums the message sizes NCCL's NVTX ranges carry (``ncclAllReduce`` and the like, with
+an integer payload) for that collective in the process, where the trace has them; null when
+split by device or stream (a range is on a host thread). The ranges are read whole, so this view
+is read per export, not in pieces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from . import stats as metrics
+
+MEASURED = {"duration_ns": "{}_ns"}
+COLUMNS = ("collective", "instances", *metrics.timed(), "bytes")
+NAME = r"^nccl(?:Dev)?Kernel_([A-Za-z]+)"
+RANGE = r"^nccl([A-Z][A-Za-z]+)$"
+
+
+def read(trace, by: Sequence[str]) -> pl.LazyFrame:
+    """The NCCL kernels (``by``, ``collective``, ``duration_ns``) and, as rows with no duration,
+    NCCL's ranges with their payload (``collective``, ``bytes``)."""
+    kernels = trace.kernels(columns=[*by, "short_name", "duration_ns"]).with_columns(name=pl.col("short_name").cast(pl.String))
+    kernels = kernels.filter(pl.col("name").str.contains(NAME)).select(
+        *by, "duration_ns", collective=pl.col("name").str.extract(NAME)
+    )
+    on_host = [c for c in by if c in ("pid", "process_name")]
+    if len(on_host) < len(by):
+        return kernels
+    ranges = trace.ranges(columns=[*on_host, "range", "uint64_value", "int64_value"])
+    have = ranges.collect_schema().names()
+    payload = pl.coalesce([pl.col(c) for c in ("uint64_value", "int64_value") if c in have] or [pl.lit(None, pl.Int64)])
+    sizes = ranges.with_columns(text=pl.col("range").cast(pl.String)).filter(pl.col("text").str.contains(RANGE))
+    sizes = sizes.select(*on_host, collective=pl.col("text").str.extract(RANGE), bytes=payload.cast(pl.Int64))
+    return pl.concat([kernels, sizes], how="diagonal_relaxed")
+
+
+def partial(rows: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
+    groups = [*keys, "collective"]
+    have = rows.collect_schema().names()
+    stats = metrics.partial(rows.filter(pl.col("duration_ns").is_not_null()), groups, list(MEASURED))
+    if "bytes" not in have:
+        return stats
+    sizes = rows.filter(pl.col("duration_ns").is_null()).group_by(groups).agg(bytes=pl.col("bytes").sum())
+    return pl.concat([stats, sizes], how="diagonal_relaxed")
+
+
+def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
+    groups = [*keys, "collective"]
+    have = partials.collect_schema().names()
+    stats = metrics.finalize(
+        metrics.merge(partials.filter(pl.col("instances").is_not_null()), groups, list(MEASURED)), groups, MEASURED
+    )
+    if "bytes" in have:
+        sizes = partials.filter(pl.col("instances").is_null()).group_by(groups).agg(pl.col("bytes").sum())
+        stats = stats.join(sizes, on=groups, how="left", nulls_equal=True)
+    else:
+        stats = stats.with_columns(bytes=pl.lit(None, pl.Int64))
+    return (
+        stats.with_columns(time_pct=metrics.share("total_ns"))
+        .select(*keys, *COLUMNS)
+        .sort(["total_ns", *groups], descending=[True] + [False] * len(groups), nulls_last=True)
+    )

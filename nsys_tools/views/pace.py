@@ -1,0 +1,48 @@
+"""Pacing: each instance of a kernel (or, with ``of="ranges"``, of an NVTX range, by the GPU time
+it projects) in order of start, with the time since the previous instance started
+(``interval_ns``), the idle time since it ended (``gap_ns``) and the drift: how far the instance
+starts from where a steady pace would put it (``drift_ns``: its start less the first
+instance's start plus as many median intervals as instances before it). A drift that grows means
+the work slows across the run; steps in it show stalls.
+
+Instances are ordered within each export (their clock); give several exports ``--per-file``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from .hist import projected
+
+COLUMNS = ("name", "instance", "start_ns", "duration_ns", "interval_ns", "gap_ns", "drift_ns")
+
+
+def read(trace, by: Sequence[str], *, of: str = "kernels", names: str = "demangled") -> pl.LazyFrame:
+    if of == "ranges":
+        return projected(trace, by).select(*by, "start_ns", "end_ns", "duration_ns", name="range")
+    name = "short_name" if names == "short" else "name"
+    frame = trace.kernels(columns=[*by, name, "start_ns", "end_ns", "duration_ns"])
+    return frame.select(*by, "start_ns", "end_ns", "duration_ns", pl.col(name).cast(pl.String).alias("name"))
+
+
+def partial(rows: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
+    return rows.select(*keys, pl.col("name").cast(pl.String), "start_ns", "end_ns", "duration_ns")
+
+
+def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
+    groups = [*keys, "name"]
+    ordered = partials.sort([*groups, "start_ns", "end_ns"], nulls_last=True)
+    over = groups or None
+    interval = pl.col("start_ns") - pl.col("start_ns").shift(1)
+    paced = ordered.with_columns(
+        instance=pl.int_range(1, pl.len() + 1).over(over) if over else pl.int_range(1, pl.len() + 1),
+        interval_ns=interval.over(over) if over else interval,
+        gap_ns=(pl.col("start_ns") - pl.col("end_ns").shift(1)).over(over)
+        if over
+        else pl.col("start_ns") - pl.col("end_ns").shift(1),
+    )
+    steady = pl.col("start_ns").first() + (pl.col("instance") - 1) * pl.col("interval_ns").median()
+    drift = (pl.col("start_ns") - steady).over(over) if over else pl.col("start_ns") - steady
+    return paced.with_columns(drift_ns=drift).select(*keys, *COLUMNS)

@@ -1,0 +1,258 @@
+"""Pure frame functions: duration statistics, ratios with bootstrap intervals, control bands.
+
+Nothing here reads files or prints. Inputs and outputs are polars frames; durations are
+integer nanoseconds in, float nanoseconds out for the interpolated statistics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def distribution(col: str) -> dict[str, pl.Expr]:
+    """Order statistics of ``col`` by our names: the interpolated median (the mean of the two
+    middle values for an even count, as ``nsys stats`` computes it), p10/p90/p99 interpolated
+    linearly between order statistics, min, max and mean."""
+    d = pl.col(col)
+    return {
+        "mean_ns": d.mean(),
+        "median_ns": d.median(),
+        "min_ns": d.min(),
+        "max_ns": d.max(),
+        "p10_ns": d.quantile(0.1, "linear"),
+        "p90_ns": d.quantile(0.9, "linear"),
+        "p99_ns": d.quantile(0.99, "linear"),
+    }
+
+
+def median(values: pl.Series) -> float:
+    """The interpolated median of one sample (``distribution``'s median_ns, for a Series)."""
+    return float(values.median())
+
+
+# Per-export statistics that merge exactly across exports (local, or one task per export on a
+# cluster) and across pieces of one export (``chunked.py``): ``partial`` keeps per group the
+# count, totals, extremes and, where medians and percentiles are wanted, the values as value
+# counts (a kernel's durations repeat: millions of kernels give thousands of distinct values);
+# ``merge`` combines partials of the same groups; ``finalize`` turns merged partials into the
+# statistics ``nsys stats`` reports.
+
+
+def partial(rows: pl.LazyFrame, by: Sequence[str], measured: Sequence[str], summed: Sequence[str] = ()) -> pl.LazyFrame:
+    """One row per group of ``by``: ``instances``; for each ``measured`` column its total, min,
+    max and value counts (a list of ``{len, value}``, by value); for each ``summed`` column its
+    total."""
+    aggs = [pl.len().cast(pl.Int64).alias("instances")]
+    for c in measured:
+        total = pl.col(c).cast(pl.Int128).sum()  # exact past int64; finalize refuses what int64 cannot hold
+        aggs += [total.alias(f"{c}:total"), pl.col(c).min().alias(f"{c}:min"), pl.col(c).max().alias(f"{c}:max")]
+        aggs.append(pl.col(c).drop_nulls().sort().rle().alias(f"{c}:values"))
+    aggs += [pl.col(c).cast(pl.Int128).sum().alias(f"{c}:total") for c in summed]
+    return rows.group_by(list(by)).agg(aggs)
+
+
+def merge(partials: pl.LazyFrame, by: Sequence[str], measured: Sequence[str], summed: Sequence[str] = ()) -> pl.LazyFrame:
+    """Partials (concatenated) of the same groups combined into one row per group, exactly."""
+    aggs = [pl.col("instances").sum()]
+    for c in measured:
+        aggs += [
+            pl.col(f"{c}:total").cast(pl.Int128).sum(),
+            pl.col(f"{c}:min").min(),
+            pl.col(f"{c}:max").max(),
+            pl.col(f"{c}:values").explode(),
+        ]
+    aggs += [pl.col(f"{c}:total").cast(pl.Int128).sum() for c in summed]
+    return partials.group_by(list(by)).agg(aggs)
+
+
+STATS = ("total", "mean", "median", "min", "max", "stddev", "p10", "p90")
+
+
+def named(template: str, stats: Sequence[str] = STATS) -> tuple[str, ...]:
+    """The columns ``finalize`` names from ``template``: ``named("{}_ns")`` -> ``total_ns, mean_ns, ...``."""
+    return tuple(template.format(s) for s in stats)
+
+
+def timed(template: str = "{}_ns") -> tuple[str, ...]:
+    """The time columns of a table, as nsys orders them: total, its share (``time_pct``), then
+    mean, median, min, max, stddev, p10, p90."""
+    total, *rest = named(template)
+    return (total, "time_pct", *rest)
+
+
+def finalize(
+    merged: pl.LazyFrame, by: Sequence[str], measured: dict[str, str], summed: dict[str, str] | None = None
+) -> pl.LazyFrame:
+    """The statistics of merged partials, one row per group: ``instances``, then for each
+    ``measured`` column (named by its template: ``{"duration_ns": "{}_ns"}`` gives ``total_ns,
+    mean_ns, median_ns, min_ns, max_ns, stddev_ns, p10_ns, p90_ns``) its total, mean, median
+    (interpolated, as nsys computes it), extremes, sample standard deviation (0 for one
+    instance, as nsys prints it) and 10th and 90th percentiles (linear); each ``summed``
+    column's total under its given name."""
+    stats = [pl.col("instances")]
+    for c, name in measured.items():
+        counts = pl.col(f"{c}:values").list.eval(pl.element().sort_by(pl.element().struct.field("value")))
+        of_counts = {k: counts.list.eval(e).list.first() for k, e in value_count_stats().items()}
+        exprs = (
+            int64_total(f"{c}:total"),
+            pl.col(f"{c}:total") / pl.col("instances"),
+            of_counts["median"],
+            pl.col(f"{c}:min"),
+            pl.col(f"{c}:max"),
+            of_counts["stddev"].fill_null(0.0),
+            of_counts["p10"],
+            of_counts["p90"],
+        )
+        stats += [e.alias(n) for e, n in zip(exprs, named(name), strict=True)]
+    stats += [int64_total(f"{c}:total").alias(name) for c, name in (summed or {}).items()]
+    return merged.select(*by, *stats)
+
+
+TOO_LARGE = "a total beyond 64-bit integers"  # what the strict cast's error is turned into (report.py)
+
+
+def int64_total(column: str) -> pl.Expr:
+    """A total summed in Int128, back in Int64: strictly, so that one too large to hold (about
+    292 years of nanoseconds, or 9.2 EB) fails at collect instead of wrapping to a negative number."""
+    return pl.col(column).cast(pl.Int64, strict=True)
+
+
+def value_count_stats() -> dict[str, pl.Expr]:
+    """Inside ``list.eval`` over value counts sorted by value (``{len, value}`` elements): the
+    interpolated median (the mean of the two middle values for an even count, as ``nsys stats``
+    computes it), p10 and p90 (linear between order statistics) and the sample standard
+    deviation (null for one value). Exact: the numbers the values themselves give."""
+    v, w = pl.element().struct.field("value"), pl.element().struct.field("len").cast(pl.Int64)
+    n = w.sum()
+
+    def nth(k: pl.Expr) -> pl.Expr:  # the k-th smallest value, from 0
+        return v.filter(w.cum_sum() > k).first()
+
+    def quantile(q: float) -> pl.Expr:
+        h = (n - 1) * q
+        lo = h.floor()
+        return nth(lo) + (nth(h.ceil()) - nth(lo)) * (h - lo)
+
+    mean = (v * w).sum() / n
+    variance = (w * (v - mean) ** 2).sum() / (n - 1)
+    return {
+        "median": quantile(0.5),
+        "p10": quantile(0.1),
+        "p90": quantile(0.9),
+        "stddev": pl.when(n > 1).then(variance.sqrt()),
+    }
+
+
+def share(total: str, keys: Sequence[str] = ()) -> pl.Expr:
+    """Each row's share of the column's sum, in percent (nsys's "Time (%)"); where ``keys`` hold
+    ``file`` (a table kept apart per export), of its own file's sum. The sum is exact (Int128)
+    and broadcast as a column (``over``): a scalar divisor is rounded differently on one thread
+    than on several, and the same input must give the same bytes at any count."""
+    group = "file" if "file" in keys else pl.lit(1)
+    return (pl.col(total) * 100.0) / pl.col(total).cast(pl.Int128).sum().over(group).cast(pl.Float64)
+
+
+# Bootstrap replicates are drawn in chunks of at most this many resampled values, to bound memory
+# on groups of many calls.
+CHUNK_VALUES = 20_000_000
+
+
+def _clusters(values: pl.Series, clusters: pl.Series | None) -> dict[object, np.ndarray]:
+    """``{cluster label: sorted values}``; a single cluster when ``clusters`` is None. Sorted
+    first: the samples' order depends on joins, the interval must not."""
+    import numpy as np
+
+    v = values.to_numpy().astype(float)
+    if clusters is None:
+        return {0: np.sort(v)}
+    c = clusters.to_numpy()
+    return {label: np.sort(v[c == label]) for label in sorted(set(c.tolist()))}
+
+
+def _medians(groups: list, picks: np.ndarray, rng) -> np.ndarray:
+    """Medians of hierarchical bootstrap samples: replicate b takes the clusters ``picks[b]``
+    (drawn with replacement) and, within each, as many values as it holds, with replacement."""
+    import numpy as np
+
+    sizes = np.array([g.size for g in groups])
+    width = int(sizes.max())
+    padded = np.full((len(groups), width), np.nan)
+    for k, g in enumerate(groups):
+        padded[k, : g.size] = g
+    out = np.empty(picks.shape[0])
+    step = max(1, CHUNK_VALUES // (picks.shape[1] * width))
+    for lo in range(0, picks.shape[0], step):
+        p = picks[lo : lo + step]
+        n = sizes[p][..., None]
+        idx = np.floor(rng.random((*p.shape, width)) * n).astype(np.int64)
+        sample = np.where(np.arange(width) < n, padded[p[..., None], idx], np.nan)
+        out[lo : lo + step] = np.nanmedian(sample.reshape(p.shape[0], -1), axis=1)
+    return out
+
+
+def ratio_ci(
+    num: pl.Series,
+    den: pl.Series,
+    num_clusters: pl.Series | None = None,
+    den_clusters: pl.Series | None = None,
+    *,
+    session_sd: float = 0.0,
+    resamples: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Ratio of medians ``median(num) / median(den)`` with a percentile interval from a
+    hierarchical bootstrap: clusters (rounds, files) are resampled with replacement, then calls
+    within each chosen cluster, so the interval carries the variance between rounds and not
+    only between calls (after Davison and Hinkley's two-stage bootstrap). When both sides hold
+    the same cluster labels (rounds of one session, where both ran side by side) the same
+    clusters are drawn for both: the pairing cancels what the rounds share. ``session_sd`` (a
+    standard deviation of the log ratio) adds the variance between sessions that one capture
+    per side cannot show: pass it when the two sides come from different sessions."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    a, b = _clusters(num, num_clusters), _clusters(den, den_clusters)
+    point = float(np.median(np.concatenate(list(a.values()))) / np.median(np.concatenate(list(b.values()))))
+    if list(a) == list(b) and len(a) > 1:
+        picks = rng.integers(0, len(a), (resamples, len(a)))
+        pa = pb = picks
+    else:
+        pa, pb = rng.integers(0, len(a), (resamples, len(a))), rng.integers(0, len(b), (resamples, len(b)))
+    ratios = np.log(_medians(list(a.values()), pa, rng)) - np.log(_medians(list(b.values()), pb, rng))
+    if session_sd > 0:
+        ratios = ratios + rng.normal(0.0, session_sd, resamples)
+    lo, hi = np.exp(np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2]))
+    return point, float(lo), float(hi)
+
+
+def verdict(lo: float, hi: float) -> str:
+    """``faster`` when the whole interval of a time ratio lies below 1, ``slower`` above it,
+    else ``not distinguishable``."""
+    return "faster" if hi < 1 else "slower" if lo > 1 else "not distinguishable"
+
+
+def ratios(calls: pl.DataFrame, control: str, value: str = "duration_ns", **kw) -> pl.DataFrame:
+    """Each implementation against ``control`` at each shape, same session: ratio of medians
+    and its interval, rounds resampled together for both (``ratio_ci``). ``distinguishable``
+    is False when the interval contains 1."""
+    rows = []
+    for (shape,), group in calls.group_by("shape", maintain_order=True):
+        ref = group.filter(pl.col("impl") == control)
+        if ref.is_empty():
+            continue
+        for (impl,), g in group.group_by("impl", maintain_order=True):
+            if impl == control:
+                continue
+            r, lo, hi = ratio_ci(g[value], ref[value], g["round"], ref["round"], **kw)
+            rows.append({"shape": shape, "impl": impl, "ratio": r, "ci_lo": lo, "ci_hi": hi})
+    df = pl.DataFrame(
+        rows, schema={"shape": pl.String, "impl": pl.String, "ratio": pl.Float64, "ci_lo": pl.Float64, "ci_hi": pl.Float64}
+    )
+    return df.with_columns(distinguishable=(pl.col("ci_hi") < 1) | (pl.col("ci_lo") > 1))
