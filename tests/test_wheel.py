@@ -28,10 +28,12 @@ def installed(tmp_path_factory):
     python = tmp / "venv" / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)], check=True,
                    capture_output=True)  # fmt: skip
-    # The dependencies come from this interpreter's site-packages (which holds no nsys_tools); the
-    # working folder is outside the checkout, so nothing of the source tree is importable.
+    # The dependencies come from this interpreter's site-packages, through a .pth file: its folder goes
+    # after the venv's own, so the wheel's nsys_tools wins even where this interpreter has one installed
+    # too (CI installs the project). The working folder is outside the checkout, so nothing of the
+    # source tree is importable.
+    (_site_packages(python) / "analysis-stack.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NSYS_TOOLS_LEDGER")}
-    env["PYTHONPATH"] = sysconfig.get_paths()["purelib"]
     work = tmp / "work"
     work.mkdir()
     return python, env, work
