@@ -121,18 +121,17 @@ def _migrate(db) -> None:
 
 def session_row(sweep: Sweep, verdict: Session) -> dict:
     m = sweep.manifest
-    spec = m.get("spec", {})
     return {
         "id": sweep.id,
-        "created_utc": m.get("created_utc"),
+        "created_utc": m.created_utc,
         "gpu": sweep.gpu or None,
-        "driver": m.get("gpu_before", {}).get("driver_version"),
-        "nsys": m.get("nsys", {}).get("version"),
-        "git_commit": m.get("git", {}).get("commit"),
-        "l2": spec.get("l2"),
-        "rounds": spec.get("rounds"),
-        "iters": spec.get("iters"),
-        "control": spec.get("control"),
+        "driver": m.gpu_before.driver_version,
+        "nsys": m.nsys_version,
+        "git_commit": m.git_commit,
+        "l2": m.spec.l2,
+        "rounds": m.spec.rounds,
+        "iters": m.spec.iters,
+        "control": m.spec.control,
         "outputs": sweep.outputs,
         "kind": sweep.kind,
         "quiet": verdict.quiet,
