@@ -129,7 +129,9 @@ def _header(sweep: Sweep, summ: pl.DataFrame) -> str:
     )
 
 
-def _verdict(sweep: Sweep, session: verdict.Session, summ: pl.DataFrame, bands: pl.DataFrame, across: pl.DataFrame) -> str:
+def _verdict(
+    sweep: Sweep, contention: verdict.ContentionVerdict, summ: pl.DataFrame, bands: pl.DataFrame, across: pl.DataFrame
+) -> str:
     control = sweep.control
     rows = summ.filter(pl.col("impl") == control).join(bands, on="shape", how="left").to_dicts()
     name = f"{control}'s kernel"
@@ -144,9 +146,9 @@ def _verdict(sweep: Sweep, session: verdict.Session, summ: pl.DataFrame, bands: 
         )
     text = f"{name} came back at " + "; ".join(parts) + "." + _policy_warning(summ)
     outside = any(p in ("above", "below") for p in places)
-    if session.quiet and not outside:
-        if session.notes:
-            limited = "; ".join(session.notes)
+    if contention.quiet and not outside:
+        if contention.notes:
+            limited = "; ".join(contention.notes)
             return (
                 text + " The GPU was quiet during the capture (no other process, no slow outliers), but "
                 f"{limited}: every implementation ran at that clock, so the numbers compare with each other, "
@@ -160,11 +162,11 @@ def _verdict(sweep: Sweep, session: verdict.Session, summ: pl.DataFrame, bands: 
     quote = (
         f" Quote the range across quiet sessions instead ({spread})." if spread else " Quote the range across sessions instead."
     )
-    if not session.quiet:
+    if not contention.quiet:
         return (
             text
             + " But this capture ran under load: "
-            + "; ".join(session.reasons)
+            + "; ".join(contention.reasons)
             + ". Medians can look normal under contention, so the tails decide."
             + quote
         )
@@ -225,7 +227,7 @@ def compose(
         raise UsageError(sweep.path, f"has no implementation {control!r} to compare with", f"choose from {', '.join(impls)}")
     shapes = list(dict.fromkeys(summ["shape"]))
     allocating = set(summ.filter(pl.col("outputs") == "allocates")["impl"])
-    session = verdict.judge(sweep)
+    contention = verdict.judge(sweep)
     gpu = sweep.gpu
     l2 = sweep.spec.l2 or summ["l2"][0]
     policy = summ.filter(pl.col("impl") == control)["outputs"][0]
@@ -258,7 +260,7 @@ def compose(
     out = [
         f"### {escape(str(title))}: {escape(', '.join(impls))} (control: {escape(str(control))})\n",  # one line
         _header(sweep, summ) + "\n",
-        "**Control verdict.** " + _verdict(sweep, session, summ, bands, across) + "\n",
+        "**Control verdict.** " + _verdict(sweep, contention, summ, bands, across) + "\n",
         _checks(sweep),
     ]
     out += [
@@ -338,9 +340,9 @@ def compose(
         links = " · ".join(f"[{p.stem}]({link_base}/{p.name})" for p in chart_files if p.suffix == ".png")
         out.append(f"\nCharts: {links}\n")
 
-    if not session.quiet and session.tails is not None:
+    if not contention.quiet and contention.tails is not None:
         t = (
-            session.tails.filter(pl.col("outlier_share") > 0)
+            contention.tails.filter(pl.col("outlier_share") > 0)
             .sort("outlier_share", descending=True)
             .head(8)
             .with_columns(

@@ -37,7 +37,7 @@ from ..errors import BadExport, CaptureError, UsageError
 from ..files import output_error
 from ..read.export import SQLITE_MAGIC, reading
 from .folder import KEYS, SUMMARY_COLUMNS, Sweep, load, summary
-from .verdict import Session, judge
+from .verdict import ContentionVerdict, judge
 
 DEFAULT_PATH = Path("reports/ledger.sqlite")
 ENV = "NSYS_TOOLS_LEDGER"
@@ -119,7 +119,7 @@ def _migrate(db) -> None:
                 db.execute(f'ALTER TABLE stats RENAME COLUMN "{old}" TO "{new}"')
 
 
-def session_row(sweep: Sweep, verdict: Session) -> dict:
+def session_row(sweep: Sweep, verdict: ContentionVerdict) -> dict:
     m = sweep.manifest
     return {
         "id": sweep.id,

@@ -17,12 +17,16 @@ time-slicing. So a session is judged on every signal the sweep records:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from ..errors import BadExport
 from ..folder_format import Clocks, HarnessRecord
 from ..views import stats as metrics
+
+if TYPE_CHECKING:
+    from .folder import Sweep
 
 # Thresholds, from quiet and loaded sessions on the H200 (reports/README.md): quiet sessions
 # showed p99 / median <= 1.32 and no call above twice its median; loaded ones showed p99 /
@@ -37,7 +41,7 @@ SELF_LIMITED = 0x4 | 0x20 | 0x40
 
 
 @dataclass
-class Session:
+class ContentionVerdict:
     """The contention verdict of one sweep, with the evidence behind it."""
 
     quiet: bool
@@ -91,8 +95,8 @@ def _clock_summary(harness: dict[str, HarnessRecord], max_sm: float | None) -> d
     return out
 
 
-def judge(sweep) -> Session:
-    """The contention verdict of a loaded ``sweep.Sweep``."""
+def judge(sweep: Sweep) -> ContentionVerdict:
+    """The contention verdict of a loaded sweep folder."""
     reasons: list[str] = []
     m = sweep.manifest
     seen = [p for h in sweep.harness.values() for p in h.other_pids]
@@ -126,7 +130,7 @@ def judge(sweep) -> Session:
             notes.append(f"{low}, held there by the GPU's own power or thermal limit (NVML clock-event reasons) under this work")
         else:
             reasons.append(low)
-    return Session(quiet=not reasons, reasons=reasons, other_pids=pids, tails=t, clocks=clocks, notes=notes)
+    return ContentionVerdict(quiet=not reasons, reasons=reasons, other_pids=pids, tails=t, clocks=clocks, notes=notes)
 
 
 def band_position(value: float, lo: float | None, hi: float | None) -> str:
