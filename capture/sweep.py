@@ -20,7 +20,8 @@ from pathlib import Path
 from nsys_tools.convention import DEFAULT_OUTPUTS, L2_MODES, OUTPUT_POLICIES
 from nsys_tools.errors import CaptureError, UsageError
 from nsys_tools.folder_format import Spec, UnitEntry
-from nsys_tools.plugin import Impl, Op, Registry, UnsupportedShape
+from nsys_tools.plugin.api import Impl, Op, UnsupportedShape
+from nsys_tools.plugin.loader import Registry
 
 from .runner import PROJECT_ROOT, CaptureRunner, child_env, tail
 

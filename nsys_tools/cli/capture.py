@@ -166,7 +166,7 @@ def capture_list(plugin: PluginOption = None, fmt: Annotated[Format, typer.Optio
     """The ops installed and loaded from --plugin, with their implementations."""
     import polars as pl
 
-    from ..plugin import load
+    from ..plugin.loader import load
     from ..render.tables import render
 
     registry = load(plugin or [])

@@ -125,7 +125,7 @@ class Sweep:
         shipped inside nsys-tools (``plugin.shipped_plugins``). Never other code the manifest names:
         a shared folder must not run code on the reader's machine (``unloaded_plugins`` says what
         it named). ``None`` where they cannot be loaded (the report then leaves bytes and FLOPs out)."""
-        from ..plugin import Registry, shipped_plugins, user_plugins
+        from ..plugin.loader import Registry, shipped_plugins, user_plugins
 
         try:
             return Registry([*user_plugins(self.plugins), *shipped_plugins(self.spec.plugins)])
@@ -139,7 +139,7 @@ class Sweep:
     def unloaded_plugins(self) -> list[str]:
         """The plugins the manifest names that are not loaded here (they are never imported
         from the folder: the user allows them with ``--plugin`` or ``$NSYS_TOOLS_PLUGINS``)."""
-        from ..plugin import plugin_key
+        from ..plugin.loader import plugin_key
 
         loaded = {plugin_key(s) for s in [*self.registry.sources, *self.registry.modules]} if self.registry else set()
         return [p for p in self.spec.plugins if plugin_key(p) not in loaded]
