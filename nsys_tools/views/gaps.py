@@ -17,6 +17,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from . import View
+
+VIEW = View("gaps", "GPU idle intervals and what ran around them", ordered=True)
+
 MIN_GAP_NS = 100_000
 DEVICE = ("gpu_id", "gpu_name")
 OP = ("name", "range", "stream_id")

@@ -11,7 +11,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from . import View
 from . import stats as metrics
+
+VIEW = View("kernels", "kernel time per NVTX range and kernel", splittable=True)
 
 MEASURED = {"duration_ns": "{}_ns"}
 COLUMNS = ("range", "kernel", "instances", *metrics.timed())

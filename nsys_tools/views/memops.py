@@ -11,7 +11,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from . import View
 from . import stats as metrics
+
+VIEW = View("memops", "memory operations by kind: bytes, time, bandwidth", splittable=True)
 
 MEASURED = {"bytes": "{}_bytes", "duration_ns": "{}_ns"}
 COLUMNS = ("operation", "instances", *metrics.named("{}_bytes", metrics.STATS[:6]), *metrics.timed()[:7], "gbps")
