@@ -163,7 +163,7 @@ def test_a_gap_across_slices_is_the_gap_of_the_whole(monkeypatch):
     state = gaps.window(ops[3:], [], state, min_gap_ns=100)
     got = gaps.close(state, [], []).collect().sort("gap_start_ns").with_columns(pl.col(pl.Categorical).cast(pl.String))
     assert_frame_equal(got, expected)
-    assert got["before"].to_list() == ["a", "d"] and got["gap_ns"].to_list() == [500, 3_800]
+    assert got["before_name"].to_list() == ["a", "d"] and got["gap_ns"].to_list() == [500, 3_800]
 
 
 def test_busy_time_across_slices_is_the_union_of_the_whole():
