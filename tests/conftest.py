@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+SWEEPS = Path(__file__).resolve().parents[1] / "reports" / "sweeps"
 # Test files that need only the capture side's stack (no Polars, Altair, typer): what the GPU
 # machine, which lacks the analysis stack, can collect for ``pytest -m gpu``.
 CAPTURE_SIDE = {"test_kernels_gpu.py", "test_harness_gpu.py", "test_scrub_capture.py", "test_kernels.py", "test_plugin.py"}
@@ -53,3 +54,27 @@ def fixture_copy(tmp_path):
         return dst
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def quiet():
+    """The quiet LayerNorm sweep of 2026-11-29 on the H200 (four shapes, four implementations),
+    loaded once: tests read it, none changes it."""
+    from nsys_tools.study import folder
+
+    return folder.load(SWEEPS / "20261129-183449-quiet")
+
+
+@pytest.fixture(scope="session")
+def book(tmp_path_factory):
+    """A ledger of four H200 sessions: three quiet (2026-11-29 18:22, 18:23, 18:36) and one under
+    load (18:37), written once through ``ledger add``."""
+    from typer.testing import CliRunner
+
+    from nsys_tools.cli import app
+
+    path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
+    names = ["20261129-182219-quiet", "20261129-182342-quiet", "20261129-183620-quiet", "20261129-183713-loaded"]
+    res = CliRunner().invoke(app, ["ledger", "add", *(str(SWEEPS / n) for n in names), "--ledger", str(path)])
+    assert res.exit_code == 0, res.stderr
+    return path
