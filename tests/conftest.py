@@ -7,6 +7,11 @@ import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SWEEPS = Path(__file__).resolve().parents[1] / "reports" / "sweeps"
+# Sweeps of LayerNorm on the H200, 2026-11-29: quiet sessions and one under a background load.
+QUIET = SWEEPS / "20261129-183449-quiet"
+QUIET_2 = SWEEPS / "20261129-183620-quiet"
+LOADED = SWEEPS / "20261129-183713-loaded"
+MATMUL_BF16 = SWEEPS / "20261130-004548-matmul-bf16"  # cuBLAS: a memset, then its kernel, per call
 # Test files that need only the capture side's stack (no Polars, Altair, typer): what the GPU
 # machine, which lacks the analysis stack, can collect for ``pytest -m gpu``.
 CAPTURE_SIDE = {"test_kernels_gpu.py", "test_harness_gpu.py", "test_scrub_capture.py", "test_kernels.py", "test_plugin.py"}
@@ -80,7 +85,7 @@ def quiet():
     loaded once: tests read it, none changes it."""
     from nsys_tools.study import folder
 
-    return folder.load(SWEEPS / "20261129-183449-quiet")
+    return folder.load(QUIET)
 
 
 @pytest.fixture(scope="session")

@@ -14,11 +14,8 @@ from nsys_tools.cli import app
 from nsys_tools.errors import BadExport
 from nsys_tools.study import folder as sweep
 
-SWEEPS = Path(__file__).resolve().parents[1] / "reports" / "sweeps"
-QUIET = SWEEPS / "20261129-183449-quiet"
-QUIET_2 = SWEEPS / "20261129-183620-quiet"
-LOADED = SWEEPS / "20261129-183713-loaded"
-MATMUL_BF16 = SWEEPS / "20261130-004548-matmul-bf16"  # cuBLAS: a memset, then its kernel, per call
+from .conftest import MATMUL_BF16, QUIET, QUIET_2
+
 runner = CliRunner()
 
 

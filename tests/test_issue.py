@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -14,11 +13,8 @@ from typer.testing import CliRunner
 from nsys_tools.cli import app
 from nsys_tools.study import folder as sweep
 
-SWEEPS = Path(__file__).resolve().parents[1] / "reports" / "sweeps"
-QUIET = SWEEPS / "20261129-183449-quiet"
-QUIET_2 = SWEEPS / "20261129-183620-quiet"
-LOADED = SWEEPS / "20261129-183713-loaded"
-MATMUL_BF16 = SWEEPS / "20261130-004548-matmul-bf16"  # cuBLAS: a memset, then its kernel, per call
+from .conftest import LOADED, QUIET, SWEEPS
+
 runner = CliRunner()
 
 

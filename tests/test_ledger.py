@@ -1,4 +1,5 @@
-"""The ledger: checked before use, never a failed capture as a session, the gb_per_s rename."""
+"""The ledger (study.ledger): sessions, bands, history and rejected variants; checked before use, never a failed
+capture as a session, the gb_per_s rename."""
 
 from __future__ import annotations
 
@@ -15,11 +16,9 @@ from nsys_tools.errors import CaptureError
 from nsys_tools.study import folder as sweep
 from nsys_tools.study import ledger
 
+from .conftest import LOADED, MATMUL_BF16, QUIET, SWEEPS
+
 ROOT = Path(__file__).resolve().parents[1]
-SWEEPS = ROOT / "reports" / "sweeps"
-QUIET = SWEEPS / "20261129-183449-quiet"
-LOADED = SWEEPS / "20261129-183713-loaded"
-MATMUL_BF16 = SWEEPS / "20261130-004548-matmul-bf16"
 runner = CliRunner()
 
 
