@@ -43,7 +43,8 @@ from typing import Any
 from nsys_tools.convention import DEFAULT_OUTPUTS, L2_MODES, OUTPUT_POLICIES, range_name, round_orders
 from nsys_tools.errors import NsysToolsError
 from nsys_tools.files import write_text_atomically
-from nsys_tools.plugin import Buffers, Impl, Op, Registry, UnsupportedShape
+from nsys_tools.plugin.api import Buffers, Impl, Op, UnsupportedShape
+from nsys_tools.plugin.loader import Registry
 
 from .gpu_state import ClockSampler
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from nsys_tools.convention import OUTPUT_POLICIES, RANGE
 from nsys_tools.errors import CaptureError, UsageError
 from nsys_tools.files import write_text_atomically
+from nsys_tools.folder_format import Spec, UnitEntry, harness_path
 
 from .gpu_state import ClockSampler, visible_gpu
 from .runner import CaptureRunner, child_env, tail
@@ -76,15 +77,14 @@ class ProgramRunner(CaptureRunner):
     """One program under Nsight Systems: ``ProgramRunner(spec, out, ...).run()``."""
 
     kind = "run"
-    units_key = "captures"
 
     def __init__(self, spec: RunSpec, out: Path, *, sample_interval: float = 0.005, **kw):
         spec.validate()
         self.spec_, self.sample_interval = spec, sample_interval
         super().__init__(out, **kw)
 
-    def spec(self) -> dict:
-        return asdict(self.spec_)
+    def spec(self) -> Spec:
+        return Spec(**asdict(self.spec_))
 
     def units(self) -> list[str]:
         return [self.spec_.name]
@@ -116,9 +116,9 @@ class ProgramRunner(CaptureRunner):
             "other_processes": {"before": before, "after": sampler.other_processes()},
             "timings_s": {"run": seconds},
         }
-        write_text_atomically(work / f"{unit}.harness.json", json.dumps(record))
+        write_text_atomically(harness_path(work, unit), json.dumps(record))
 
-    def check_export(self, unit: str, sqlite: Path, entry: dict) -> None:
+    def check_export(self, unit: str, sqlite: Path, entry: UnitEntry) -> None:
         ranges = convention_ranges(sqlite)
         if not ranges:
             raise CaptureError(
@@ -126,4 +126,4 @@ class ProgramRunner(CaptureRunner):
                 "the program emitted no NVTX range named <op>/<impl>/<shape>/<l2>/r<round> inside its capture range",
                 "see Bring your own kernel in the README",
             )
-        entry["ranges"] = ranges
+        entry.ranges = ranges

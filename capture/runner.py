@@ -26,6 +26,7 @@ from pathlib import Path
 from nsys_tools.convention import RANGE_FORMAT
 from nsys_tools.errors import CaptureError, NsysToolsError
 from nsys_tools.files import write_text_atomically
+from nsys_tools.folder_format import MANIFEST, GpuSnapshot, HarnessRecord, Manifest, Spec, UnitEntry, harness_path
 from nsys_tools.read.export import export_report, find_nsys, run_nsys
 from nsys_tools.read.scrub import scrub
 
@@ -34,7 +35,6 @@ from .gpu_state import visible_gpu
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 NSYS_TRACE = ("-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none")
 NSYS_RANGE = ("--capture-range=cudaProfilerApi", "--capture-range-end=stop")
-MANIFEST = "manifest.json"
 
 Progress = Callable[[str, str, dict], None]  # (unit, stage, details)
 
@@ -51,10 +51,11 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def commit_info() -> dict:
+def commit_info() -> tuple[str | None, bool | None]:
+    """The checkout's commit, and whether tracked files differ from it (None: not known)."""
     head = _git("rev-parse", "HEAD")
     dirty = _git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": head, "dirty": bool(dirty) if dirty is not None else None}
+    return head, bool(dirty) if dirty is not None else None
 
 
 def nsys_version(nsys: Path) -> str:
@@ -100,8 +101,7 @@ class CaptureRunner:
     """The bookkeeping of one capture folder. Subclasses say what the units are (``units``) and
     how one is profiled (``profile``), and add their settings to the manifest (``spec``)."""
 
-    kind = ""
-    units_key = "captures"
+    kind = ""  # a key of folder_format.UNITS_KEY
 
     def __init__(
         self,
@@ -121,16 +121,16 @@ class CaptureRunner:
         self.argv = argv if argv is not None else sys.argv
         self.commit = commit
         self._lock = threading.Lock()
-        self.manifest: dict = {}
+        self.manifest = Manifest()
 
     # -- what subclasses define ----------------------------------------------------------------
-    def spec(self) -> dict:
+    def spec(self) -> Spec:
         raise NotImplementedError
 
     def units(self) -> list[str]:
         raise NotImplementedError
 
-    def plan(self, unit: str, entry: dict) -> bool:
+    def plan(self, unit: str, entry: UnitEntry) -> bool:
         """Fill ``entry`` before profiling ``unit``; False skips it (the entry says why)."""
         return True
 
@@ -139,7 +139,7 @@ class CaptureRunner:
         raise NotImplementedError
 
     # -- shared ------------------------------------------------------------------------------
-    def check_export(self, unit: str, sqlite: Path, entry: dict) -> None:
+    def check_export(self, unit: str, sqlite: Path, entry: UnitEntry) -> None:
         """Look at ``unit``'s scrubbed export before it is moved into place; raise to fail it."""
 
     def nsys_command(self, rep: Path, program: list[str]) -> list[str]:
@@ -155,37 +155,37 @@ class CaptureRunner:
             raise CaptureError(rep, f"profiling failed: {exc.problem}: {tail(log)}", exc.hint) from exc
 
     def paths(self, unit: str) -> dict[str, Path]:
-        return {"sqlite": self.out / f"{unit}.sqlite", "harness": self.out / f"{unit}.harness.json"}
+        return {"sqlite": self.out / f"{unit}.sqlite", "harness": harness_path(self.out, unit)}
 
     def _load(self) -> None:
         path = self.out / MANIFEST
         if path.exists() and not self.resume:
             raise CaptureError(path, "this folder already holds a capture", "pass --resume to finish it, or choose a new --out")
-        previous = json.loads(path.read_text()) if path.exists() else {}
-        git = {"commit": self.commit, "dirty": None} if self.commit else commit_info()
-        units = previous.get(self.units_key, {})
-        earlier = (previous.get("git") or {}).get("commit")
-        for entry in units.values():  # a resumed folder keeps the build of each unit made before
-            entry.setdefault("commit", earlier)
-        self.manifest = {
-            "id": self.out.name,
-            "kind": self.kind,
-            "created_utc": previous.get("created_utc") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "command": self.argv,
-            "spec": self.spec(),
-            "git": git,
-            "nsys": {"version": nsys_version(self.nsys), "options": [*NSYS_TRACE, NSYS_RANGE[0]]},
-            "range_format": RANGE_FORMAT,
-            self.units_key: units,
-        }
+        previous = Manifest.read(self.out) if path.exists() else Manifest()
+        for entry in previous.units.values():  # a resumed folder keeps the build of each unit made before
+            entry.commit = entry.commit or previous.git_commit
+        commit, dirty = (self.commit, None) if self.commit else commit_info()
+        self.manifest = Manifest(
+            id=self.out.name,
+            kind=self.kind,
+            created_utc=previous.created_utc or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            command=self.argv,
+            spec=self.spec(),
+            git_commit=commit,
+            git_dirty=dirty,
+            nsys_version=nsys_version(self.nsys),
+            nsys_options=[*NSYS_TRACE, NSYS_RANGE[0]],
+            range_format=RANGE_FORMAT,
+            units=previous.units,
+        )
 
     def save(self) -> None:
         with self._lock:
-            write_json(self.out / MANIFEST, self.manifest)
+            write_json(self.out / MANIFEST, self.manifest.to_json())
 
     def _done(self, unit: str) -> bool:
-        entry = self.manifest[self.units_key].get(unit, {})
-        return entry.get("status") == "ok" and all(p.exists() for p in self.paths(unit).values())
+        entry = self.manifest.units.get(unit)
+        return entry is not None and entry.status == "ok" and all(p.exists() for p in self.paths(unit).values())
 
     def _profile(self, unit: str, work: Path) -> Path:
         rep, log = work / unit, work / f"{unit}.log"
@@ -194,11 +194,11 @@ class CaptureRunner:
         except OSError as exc:
             raise CaptureError(rep, f"could not run nsys ({exc})", "check --nsys") from exc
         report = rep.with_suffix(".nsys-rep")
-        if not report.exists() or not (work / f"{unit}.harness.json").exists():
+        if not report.exists() or not harness_path(work, unit).exists():
             raise CaptureError(report, f"profiling failed: {tail(log)}", "see the log in the manifest")
         return report
 
-    def _finish(self, unit: str, report: Path, work: Path, entry: dict) -> None:
+    def _finish(self, unit: str, report: Path, work: Path, entry: UnitEntry) -> None:
         """Export, scrub and move one unit's files into place (runs on the worker thread)."""
         t0 = time.perf_counter()
         try:
@@ -206,29 +206,26 @@ class CaptureRunner:
             sqlite = export_report(report, self.nsys)
             scrub(sqlite)
             self.check_export(unit, sqlite, entry)
-            harness = json.loads((work / f"{unit}.harness.json").read_text())
-            entry.update(
-                checks=harness.get("checks", {}), errors=harness.get("errors", {}), harness_timings_s=harness.get("timings_s", {})
-            )
-            if harness.get("orders"):  # each round's order of implementations, as it ran
-                entry["orders"] = harness["orders"]
-            if harness.get("unsupported"):
-                entry["unsupported"] = {**entry.get("unsupported", {}), **harness["unsupported"]}
+            harness = HarnessRecord.read(harness_path(work, unit))
+            entry.checks, entry.errors, entry.harness_timings_s = harness.checks, harness.errors, harness.timings_s
+            entry.orders = harness.orders or None  # each round's order of implementations, as it ran
+            if harness.unsupported:
+                entry.unsupported = {**(entry.unsupported or {}), **harness.unsupported}
             paths = self.paths(unit)
-            (work / f"{unit}.harness.json").replace(paths["harness"])
+            harness_path(work, unit).replace(paths["harness"])
             shutil.move(str(sqlite), paths["sqlite"])
             if self.keep_rep:
                 shutil.move(str(report), self.out / report.name)
-            entry.update(status="ok", files=[p.name for p in paths.values()])
+            entry.status, entry.files = "ok", [p.name for p in paths.values()]
         except Exception as exc:  # recorded; the other units go on
-            entry.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+            entry.status, entry.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
-            entry["export_s"] = round(time.perf_counter() - t0, 2)
+            entry.export_s = round(time.perf_counter() - t0, 2)
             shutil.rmtree(work, ignore_errors=True)
-            self.progress(unit, entry["status"], entry)
+            self.progress(unit, entry.status, entry.to_json())
             self.save()
 
-    def run(self) -> dict:
+    def run(self) -> Manifest:
         from concurrent.futures import Future, ThreadPoolExecutor
 
         from .gpu_state import smi_snapshot
@@ -236,9 +233,9 @@ class CaptureRunner:
         self.out.mkdir(parents=True, exist_ok=True)
         self._load()
         t0 = time.perf_counter()
-        entries = self.manifest[self.units_key]
+        entries = self.manifest.units
         with gpu_lock(self.wait, lambda p: self.progress("", "waiting", {"lock": str(p)})):
-            self.manifest["gpu_before"] = smi_snapshot()
+            self.manifest.gpu_before = GpuSnapshot(smi_snapshot())
             self.save()
             pending: list[Future] = []
             with ThreadPoolExecutor(max_workers=1) as pool:
@@ -246,28 +243,28 @@ class CaptureRunner:
                     if self.resume and self._done(unit):
                         self.progress(unit, "skipped", {"reason": "complete in an earlier run"})
                         continue
-                    entry = entries[unit] = {"status": "running", "commit": self.manifest["git"]["commit"]}
+                    entry = entries[unit] = UnitEntry(status="running", commit=self.manifest.git_commit)
                     if not self.plan(unit, entry):
-                        entry["status"] = "skipped"
-                        self.progress(unit, "skipped", entry)
+                        entry.status = "skipped"
+                        self.progress(unit, "skipped", entry.to_json())
                         self.save()
                         continue
                     work = Path(tempfile.mkdtemp(prefix=f".{unit}.", dir=self.out))
-                    self.progress(unit, "profile", entry)
+                    self.progress(unit, "profile", entry.to_json())
                     t1 = time.perf_counter()
                     try:
                         report = self._profile(unit, work)
                     except CaptureError as exc:
-                        entry.update(status="failed", error=str(exc), profile_s=round(time.perf_counter() - t1, 2))
+                        entry.status, entry.error, entry.profile_s = "failed", str(exc), round(time.perf_counter() - t1, 2)
                         shutil.rmtree(work, ignore_errors=True)
-                        self.progress(unit, "failed", entry)
+                        self.progress(unit, "failed", entry.to_json())
                         self.save()
                         continue
-                    entry["profile_s"] = round(time.perf_counter() - t1, 2)
+                    entry.profile_s = round(time.perf_counter() - t1, 2)
                     pending.append(pool.submit(self._finish, unit, report, work, entry))
                 for fut in pending:
                     fut.result()
-            self.manifest["gpu_after"] = smi_snapshot()
-        self.manifest["wall_s"] = round(time.perf_counter() - t0, 2)
+            self.manifest.gpu_after = GpuSnapshot(smi_snapshot())
+        self.manifest.wall_s = round(time.perf_counter() - t0, 2)
         self.save()
         return self.manifest

@@ -19,7 +19,9 @@ from pathlib import Path
 
 from nsys_tools.convention import DEFAULT_OUTPUTS, L2_MODES, OUTPUT_POLICIES
 from nsys_tools.errors import CaptureError, UsageError
-from nsys_tools.plugin import Impl, Op, Registry, UnsupportedShape
+from nsys_tools.folder_format import Spec, UnitEntry
+from nsys_tools.plugin.api import Impl, Op, UnsupportedShape
+from nsys_tools.plugin.loader import Registry
 
 from .runner import PROJECT_ROOT, CaptureRunner, child_env, tail
 
@@ -72,7 +74,6 @@ class SweepRunner(CaptureRunner):
     """One sweep: ``SweepRunner(spec, out, ...).run()`` returns the manifest."""
 
     kind = "sweep"
-    units_key = "shapes"
 
     def __init__(self, spec: SweepSpec, out: Path, *, python: str = sys.executable, registry: Registry | None = None, **kw):
         self.registry = registry or Registry(spec.plugins)
@@ -82,21 +83,23 @@ class SweepRunner(CaptureRunner):
         self.spec_, self.python = spec, python
         super().__init__(out, **kw)
 
-    def spec(self) -> dict:
+    def spec(self) -> Spec:
         op = self.op
-        return {
-            **asdict(self.spec_),
-            "impls": list(self.impls),
-            "impl_entries": list(self.impls.values()),
-            "title": op.title or op.name,
-            "dtype": op.dtype,
-            "floor": op.floor if op.floor in self.impls else None,
-        }
+        return Spec(
+            **asdict(self.spec_)
+            | {
+                "impls": list(self.impls),
+                "impl_entries": list(self.impls.values()),
+                "title": op.title or op.name,
+                "dtype": op.dtype,
+                "floor": op.floor if op.floor in self.impls else None,
+            }
+        )
 
     def units(self) -> list[str]:
         return self.spec_.shapes
 
-    def plan(self, unit: str, entry: dict) -> bool:
+    def plan(self, unit: str, entry: UnitEntry) -> bool:
         shape = self.op.parse_shape(unit)
         runnable, unsupported = [], {}
         for name, impl in self.by_name.items():
@@ -105,14 +108,14 @@ class SweepRunner(CaptureRunner):
                 runnable.append(name)
             except UnsupportedShape as exc:
                 unsupported[name] = exc.problem
-        entry.update(impls=runnable, unsupported=unsupported)
+        entry.impls, entry.unsupported = runnable, unsupported
         if not runnable:
-            entry["error"] = "no implementation supports this shape"
+            entry.error = "no implementation supports this shape"
         return bool(runnable)
 
     def profile(self, unit: str, rep: Path, work: Path, log: Path) -> None:
         s = self.spec_
-        entries = [self.impls[name] for name in self.manifest["shapes"][unit]["impls"]]
+        entries = [self.impls[name] for name in self.manifest.units[unit].impls or []]
         harness = [self.python, "-m", "nsys_tools.capture.harness", "--op", s.op, "--shape", unit, "--impls", ",".join(entries)]
         for source in self.registry.sources:
             harness += ["--plugin", source]

@@ -6,6 +6,12 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+SWEEPS = Path(__file__).resolve().parents[1] / "reports" / "sweeps"
+# Sweeps of LayerNorm on the H200, 2026-11-29: quiet sessions and one under a background load.
+QUIET = SWEEPS / "20261129-183449-quiet"
+QUIET_2 = SWEEPS / "20261129-183620-quiet"
+LOADED = SWEEPS / "20261129-183713-loaded"
+MATMUL_BF16 = SWEEPS / "20261130-004548-matmul-bf16"  # cuBLAS: a memset, then its kernel, per call
 # Test files that need only the capture side's stack (no Polars, Altair, typer): what the GPU
 # machine, which lacks the analysis stack, can collect for ``pytest -m gpu``.
 CAPTURE_SIDE = {"test_kernels_gpu.py", "test_harness_gpu.py", "test_scrub_capture.py", "test_kernels.py", "test_plugin.py"}
@@ -22,6 +28,24 @@ def pytest_ignore_collect(collection_path, config):
     if collection_path.suffix == ".py" and collection_path.name.startswith("test_") and collection_path.name not in CAPTURE_SIDE:
         return True if _analysis_stack_missing() else None
     return None
+
+
+def pytest_configure(config):
+    """typer's ``CliRunner.invoke`` builds the click command from the app on every call, which
+    evaluates every option's annotations again (about 0.1 s a call on 2 cores, a third of the fast
+    tests' time); the tests build it once per app, as a process running the CLI does."""
+    try:
+        import typer.testing
+    except ImportError:  # the capture side's tests run without typer
+        return
+    build, built = typer.testing._get_command, {}
+
+    def command(app):
+        if id(app) not in built:
+            built[id(app)] = (app, build(app))  # the app is kept, so its id is not reused
+        return built[id(app)][1]
+
+    typer.testing._get_command = command
 
 
 def _gpu_missing() -> str | None:
@@ -53,3 +77,27 @@ def fixture_copy(tmp_path):
         return dst
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def quiet():
+    """The quiet LayerNorm sweep of 2026-11-29 on the H200 (four shapes, four implementations),
+    loaded once: tests read it, none changes it."""
+    from nsys_tools.study import folder
+
+    return folder.load(QUIET)
+
+
+@pytest.fixture(scope="session")
+def book(tmp_path_factory):
+    """A ledger of four H200 sessions: three quiet (2026-11-29 18:22, 18:23, 18:36) and one under
+    load (18:37), written once through ``ledger add``."""
+    from typer.testing import CliRunner
+
+    from nsys_tools.cli import app
+
+    path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
+    names = ["20261129-182219-quiet", "20261129-182342-quiet", "20261129-183620-quiet", "20261129-183713-loaded"]
+    res = CliRunner().invoke(app, ["ledger", "add", *(str(SWEEPS / n) for n in names), "--ledger", str(path)])
+    assert res.exit_code == 0, res.stderr
+    return path

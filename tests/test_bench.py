@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from nsys_tools.run import bench
@@ -35,3 +38,21 @@ def test_core_lists(text, cores):
     assert bench.parse_cpus(text) == cores
     with pytest.raises(ValueError):
         bench.parse_cpus("0-x")
+
+
+@pytest.mark.slow
+def test_bench_against_the_sql_baseline(tmp_path, monkeypatch):
+    from nsys_tools.run import bench
+
+    monkeypatch.delenv("NSYS", raising=False)
+    monkeypatch.setenv(
+        "PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "nsys").exists())
+    )
+    table = bench.run([1905], SRC, tmp_path, progress=lambda msg: None)
+    assert table["tool"].to_list() == [
+        "nsys-tools report (first read)",
+        "nsys-tools report (repeat read)",
+        "sqlite3 SQL baseline",
+    ]
+    assert table["kernels"].unique().to_list() == [1905] and table["mismatches"][2] == 0
+    assert (table["peak_bytes"] > 0).all() and table["speedup"][2] == 1.0

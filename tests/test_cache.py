@@ -1,18 +1,17 @@
-"""Large-export paths on real data: the Parquet cache, parallel folders, the launch lookup."""
+"""The Parquet cache beside an export (read.cache): used, invalidated when the export changes, skipped for
+small exports and where it cannot be written, never served for a replaced file."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import sqlite3
-from pathlib import Path
 
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
 from nsys_tools.read import cache
-from nsys_tools.run.bigexport import replicate
 from nsys_tools.run.report import kernel_summary
 
 from .conftest import FIXTURES
@@ -23,17 +22,6 @@ SRC = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
 @pytest.fixture
 def cached(monkeypatch):
     monkeypatch.setenv("NSYS_TOOLS_CACHE_MIN_BYTES", "0")
-
-
-def test_replicated_export_scales_the_statistics(tmp_path):
-    big = tmp_path / "big.sqlite"
-    counts = replicate(SRC, big, 9)
-    assert counts["CUPTI_ACTIVITY_KIND_KERNEL"] == 3810 and counts["NVTX_EVENTS"] == 30
-    one, ten = kernel_summary([SRC]), kernel_summary([big])
-    both = one.join(ten, on=["range", "kernel"], suffix="_10")
-    assert both.height == one.height == ten.height
-    assert (both["instances_10"] == 10 * both["instances"]).all()
-    assert (both["median_ns_10"] == both["median_ns"]).all() and (both["max_ns_10"] == both["max_ns"]).all()
 
 
 def test_cache_is_used_and_invalidated(tmp_path, cached, monkeypatch):
@@ -75,35 +63,6 @@ def test_unwritable_cache_means_no_cache(tmp_path, cached):
     (tmp_path / ".run.sqlite.nsys-tools").write_text("in the way")
     assert kernel_summary([path]).height == 14
     assert (tmp_path / ".run.sqlite.nsys-tools").read_text() == "in the way"
-
-
-def test_folder_of_exports_in_parallel(tmp_path):
-    for k in range(4):
-        shutil.copyfile(SRC, tmp_path / f"rank{k}.sqlite")
-    seen = []
-    agg = kernel_summary([tmp_path], progress=lambda done, total: seen.append((done, total)))
-    per = kernel_summary([tmp_path], per_file=True)
-    assert seen[-1] == (4, 4) and len(seen) == 4
-    assert agg.filter(pl.col("range") == "triton/4096x768")["instances"].to_list() == [400]
-    assert per["file"].n_unique() == 4
-
-
-@pytest.mark.slow
-def test_bench_against_the_sql_baseline(tmp_path, monkeypatch):
-    from nsys_tools.run import bench
-
-    monkeypatch.delenv("NSYS", raising=False)
-    monkeypatch.setenv(
-        "PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "nsys").exists())
-    )
-    table = bench.run([1905], SRC, tmp_path, progress=lambda msg: None)
-    assert table["tool"].to_list() == [
-        "nsys-tools report (first read)",
-        "nsys-tools report (repeat read)",
-        "sqlite3 SQL baseline",
-    ]
-    assert table["kernels"].unique().to_list() == [1905] and table["mismatches"][2] == 0
-    assert (table["peak_bytes"] > 0).all() and table["speedup"][2] == 1.0
 
 
 def test_same_size_replacement_with_mtime_restored_is_not_served(tmp_path, cached):

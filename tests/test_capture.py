@@ -111,7 +111,9 @@ def test_sweep_records_failures_and_resumes(fake_nsys, tmp_path, monkeypatch):
     out = tmp_path / "sweep"
     stages = []
     spec = SweepSpec(outputs="rotate")
-    manifest = SweepRunner(spec, out, nsys=fake_nsys, progress=lambda s, st, d: stages.append((s, st)), commit="abc").run()
+    manifest = (
+        SweepRunner(spec, out, nsys=fake_nsys, progress=lambda s, st, d: stages.append((s, st)), commit="abc").run().to_json()
+    )
     status = {s: e["status"] for s, e in manifest["shapes"].items()}
     assert status == {"4096x768": "ok", "8192x768": "ok", "1024x2048": "failed", "4096x4096": "ok"}
     assert "out of memory" in manifest["shapes"]["1024x2048"]["error"]
@@ -127,14 +129,18 @@ def test_sweep_records_failures_and_resumes(fake_nsys, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_FAIL", "")
     stages.clear()
     before = (out / "4096x768.sqlite").stat().st_mtime_ns
-    manifest = SweepRunner(
-        SweepSpec(outputs="rotate"),
-        out,
-        nsys=fake_nsys,
-        resume=True,
-        progress=lambda s, st, d: stages.append((s, st)),
-        commit="def",
-    ).run()
+    manifest = (
+        SweepRunner(
+            SweepSpec(outputs="rotate"),
+            out,
+            nsys=fake_nsys,
+            resume=True,
+            progress=lambda s, st, d: stages.append((s, st)),
+            commit="def",
+        )
+        .run()
+        .to_json()
+    )
     assert {s: e["status"] for s, e in manifest["shapes"].items()} == dict.fromkeys(status, "ok")
     # Finished at another build: each shape keeps the build it was captured with, and the header says so.
     assert {s: e["commit"] for s, e in manifest["shapes"].items()} == {**dict.fromkeys(status, "abc"), "1024x2048": "def"}
@@ -184,7 +190,7 @@ def test_cli_sweep_adds_itself_to_the_ledger(fake_nsys, tmp_path):
 
 def test_unsupported_shapes_are_recorded(fake_nsys, tmp_path):
     spec = SweepSpec(shapes=["1x65536"], impls=["row_held", "triton"], control="triton")
-    manifest = SweepRunner(spec, tmp_path / "s", nsys=fake_nsys).run()
+    manifest = SweepRunner(spec, tmp_path / "s", nsys=fake_nsys).run().to_json()
     entry = manifest["shapes"]["1x65536"]
     assert entry["status"] == "skipped"
     assert set(entry["unsupported"]) == {"row_held", "triton"} and "N = 65536" in entry["unsupported"]["triton"]
@@ -370,7 +376,7 @@ def test_round_orders_are_seeded_shuffles_that_change_predecessors():
 def test_sweep_records_each_rounds_order(fake_nsys, tmp_path):
     out = tmp_path / "sweep"
     spec = SweepSpec(shapes=["4096x768", "8192x768"], seed=7)
-    manifest = SweepRunner(spec, out, nsys=fake_nsys, commit="abc").run()
+    manifest = SweepRunner(spec, out, nsys=fake_nsys, commit="abc").run().to_json()
     impls = ["ours", "triton", "torch", "copy"]
     assert manifest["spec"]["seed"] == 7
     for shape in spec.shapes:
@@ -382,4 +388,4 @@ def test_sweep_records_each_rounds_order(fake_nsys, tmp_path):
 
     assert "order shuffled each round (seed 7)" in issue.compose(read, None, None).markdown
     # The default seed is recorded too.
-    assert SweepRunner(SweepSpec(), tmp_path / "other", nsys=fake_nsys).spec()["seed"] == 0
+    assert SweepRunner(SweepSpec(), tmp_path / "other", nsys=fake_nsys).spec().seed == 0

@@ -163,7 +163,7 @@ def test_a_gap_across_slices_is_the_gap_of_the_whole(monkeypatch):
     state = gaps.window(ops[3:], [], state, min_gap_ns=100)
     got = gaps.close(state, [], []).collect().sort("gap_start_ns").with_columns(pl.col(pl.Categorical).cast(pl.String))
     assert_frame_equal(got, expected)
-    assert got["before"].to_list() == ["a", "d"] and got["gap_ns"].to_list() == [500, 3_800]
+    assert got["before_name"].to_list() == ["a", "d"] and got["gap_ns"].to_list() == [500, 3_800]
 
 
 def test_busy_time_across_slices_is_the_union_of_the_whole():
@@ -251,3 +251,23 @@ def test_freed_pages_are_returned_soon_unless_the_user_says_otherwise():
     # jemalloc takes the last setting of each option: ours follows Polars' defaults.
     assert _allocator_setting({}).endswith("dirty_decay_ms:100,muzzy_decay_ms:0")
     assert _allocator_setting({"_RJEM_MALLOC_CONF": "dirty_decay_ms:2000"}).endswith(",dirty_decay_ms:2000")
+
+
+def test_a_piece_answers_only_the_reads_its_dry_run_recorded():
+    """A piece holds the rows of the reads the dry run made; another read of a large table is an
+    error (not a silent read of the whole table), and a lookup by key goes to the file."""
+    from dataclasses import replace
+
+    ex = open_export(SRC)
+    plan = chunked.DryRun()
+    events.kernels(replace(ex, planned=plan)).collect()
+    assert {table for table, _, _ in plan.reads} == {S.KERNEL}
+    with Spill(1, chunked.KEY, 2**20) as spill:
+        for stream, rows in chunked._read_ahead(ex, plan.reads):
+            spill.add(stream, rows)
+        piece = replace(ex, planned=chunked.Piece(spill, plan.reads, (0,)))
+        assert events.kernels(piece).collect().height == events.kernels(ex).collect().height
+        with pytest.raises(RuntimeError, match="that the dry run did not"):
+            events.api_calls(piece, launches_only=True).collect()
+        ids = events.kernels(ex).collect()["correlation_id"].head(3)
+        assert events.api_calls(piece, correlation_ids=ids).collect().height == 3  # 3 launches, one call each

@@ -141,7 +141,7 @@ def test_version():
         ("ranges", "| gpu id | gpu name | domain | range | style | instances | proj total (µs) |"),
         ("api", "| gpu id | gpu name | api | instances | total (µs) | time (%) |"),
         ("memops", "| gpu id | gpu name | operation | instances | total (bytes) |"),
-        ("gaps", "| gpu id | gpu name | gap (µs) | gap start (µs) | gap end (µs) | before |"),
+        ("gaps", "| gpu id | gpu name | gap (µs) | gap start (µs) | gap end (µs) | before name |"),
         ("kernels", "| gpu id | gpu name | range | kernel | instances | total (µs) | time (%) |"),
     ],
 )

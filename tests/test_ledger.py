@@ -1,4 +1,5 @@
-"""The ledger: checked before use, never a failed capture as a session, the gb_per_s rename."""
+"""The ledger (study.ledger): sessions, bands, history and rejected variants; checked before use, never a failed
+capture as a session, the gb_per_s rename."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -14,9 +16,9 @@ from nsys_tools.errors import CaptureError
 from nsys_tools.study import folder as sweep
 from nsys_tools.study import ledger
 
+from .conftest import LOADED, MATMUL_BF16, QUIET, SWEEPS
+
 ROOT = Path(__file__).resolve().parents[1]
-SWEEPS = ROOT / "reports" / "sweeps"
-QUIET = SWEEPS / "20261129-183449-quiet"
 runner = CliRunner()
 
 
@@ -144,3 +146,53 @@ def test_issue_from_elsewhere_writes_only_where_told(tmp_path, monkeypatch):
     html = (tmp_path / "charts" / QUIET.name / "ratio.html").read_text()
     assert "cdn.jsdelivr" not in html and "<script" in html and len(html) > 100_000  # Vega inlined: works offline
     assert not list(QUIET.glob("charts"))
+
+
+@pytest.mark.slow
+def test_ledger_sessions_and_bands(book):
+    s = ledger.sessions(book)
+    assert s.height == 4 and s.filter(pl.col("quiet") == 0)["id"].to_list() == [LOADED.name]
+    b = ledger.bands(book, "NVIDIA H200", "triton", "cold")
+    row = b.filter(pl.col("shape") == "4096x768").row(0, named=True)
+    assert row["sessions"] == 3  # the loaded session does not count
+    medians = ledger.stats(book).filter((pl.col("impl") == "triton") & (pl.col("shape") == "4096x768") & (pl.col("quiet") == 1))
+    assert row["band_lo_ns"] == pytest.approx(medians["kernel_median_ns"].min() * (1 - ledger.BAND_MARGIN))
+    assert row["band_hi_ns"] == pytest.approx(medians["kernel_median_ns"].max() * (1 + ledger.BAND_MARGIN))
+
+
+@pytest.mark.slow
+def test_history_command(book):
+    res = runner.invoke(_app(), ["history", "--shape", "4096x768", "--impl", "ours", "--vs", "triton", "--ledger", str(book)])
+    assert res.exit_code == 0
+    first = res.stdout.splitlines()[0]
+    assert first.startswith("ours/triton at 4096x768, kernel median µs per session: 7.90/9.15, 7.94/9.17, 7.84/9.09, 7.90/9.12")
+    hist = ledger.history(book, "4096x768", "ours", "triton")
+    assert (hist["ratio"] < 0.9).all()
+
+
+def test_history_keeps_the_control_to_one_output_policy():
+    book = SWEEPS.parent / "ledger.sqlite"
+    both = ledger.history(book, "4096x768", "ours", "triton")
+    reuse = ledger.history(book, "4096x768", "ours", "triton", outputs="reuse")
+    rotate = ledger.history(book, "4096x768", "ours", "triton", outputs="rotate")
+    assert "20261129-231949-ln-reuse" in reuse["session_id"].to_list()
+    assert "20261129-231949-ln-reuse" not in rotate["session_id"].to_list()
+    assert "20261129-231949-ln-rotate" in rotate["session_id"].to_list()
+    assert reuse.height + rotate.height == both.height
+
+
+@pytest.mark.slow
+def test_rejected_variants_keep_to_their_op(tmp_path):
+    """A comment lists its own op's rejected variants: by --op, else by the sweep's op."""
+    book = tmp_path / "ledger.sqlite"
+    res = runner.invoke(_app(), ["ledger", "add", str(QUIET), str(MATMUL_BF16), "--ledger", str(book)])
+    assert res.exit_code == 0, res.stderr
+    ledger.reject(book, "by_sweep", "m", "w", session=MATMUL_BF16.name)
+    ledger.reject(book, "by_op", "m", "w", op="layernorm")
+    ledger.reject(book, "unknown", "m", "w")
+    ledger.reject(book, "named_mm", "m", "w", op="matmul_bf16")
+    assert ledger.rejected(book, "layernorm")["variant"].to_list() == ["by_op", "unknown"]
+    assert ledger.rejected(book, "matmul_bf16")["variant"].to_list() == ["by_sweep", "unknown", "named_mm"]
+    assert ledger.rejected(book).height == 4
+    md = runner.invoke(_app(), ["report", str(MATMUL_BF16), "--issue", "--ledger", str(book)]).stdout
+    assert "| by\\_sweep |" in md and "| named\\_mm |" in md and "by\\_op" not in md

@@ -123,3 +123,10 @@ def test_lineage_and_triton_census():
     assert rows["triton"]["hgmma"] > 0 and (rows["triton"]["grid"], rows["triton"]["block"]) == (512, 256)
     text = census.markdown(census.census(OP["bf16"], "4096x4096x4096", [OP["bf16"].impl("mma")], "sm_90"))
     assert "| Tensor-core instructions HMMA / HGMMA | 64 / 0 |" in text and "4096x4096x4096 bf16" in text
+
+
+def test_matmul_ops_know_the_h200_peak():
+    from nsys_tools.kernels.matmul import OPS
+
+    peaks = {op.dtype: op.peaks["NVIDIA H200"][0] for op in OPS}
+    assert peaks == {"bf16": 989.5, "tf32": 494.5}

@@ -1,11 +1,12 @@
-"""The views registry: each view declares its name, module, columns, options and how it may be read;
-a view written in its own file joins every path (one trace, the report pipeline over several exports,
-pieces in bounded memory) through one ``register`` call, with no other file touched."""
+"""The views registry: each view declares its name, summary and how it may be read in its own module
+(``VIEW = View(...)``), and the registry finds it there; a view written in its own file joins every path
+(one trace, the report pipeline over several exports, pieces in bounded memory), with no other file touched."""
 
 from __future__ import annotations
 
 import sys
 import textwrap
+from dataclasses import replace
 
 import polars as pl
 import pytest
@@ -19,6 +20,10 @@ from nsys_tools.run.report import view_table
 TOY = '''
 """GPU operations per kind: how many, and their total time."""
 import polars as pl
+
+from nsys_tools.views import View
+
+VIEW = View("ops", "GPU operations per kind", splittable=True)
 
 COLUMNS = ("kind", "ops", "total_ns")
 
@@ -42,23 +47,36 @@ def finalize(partials, keys):
 def toy(tmp_path, monkeypatch):
     (tmp_path / "toy_ops_view.py").write_text(textwrap.dedent(TOY))
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(views.REGISTRY, "ops", views.View("ops", "toy_ops_view", "GPU operations per kind", splittable=True))
+    monkeypatch.setattr(views, "REGISTRY", dict(views.REGISTRY))  # the built-in views, and the toy while it runs
+    assert views.discover(tmp_path, "") == [views.REGISTRY["ops"]]
     yield views.REGISTRY["ops"]
     sys.modules.pop("toy_ops_view", None)
 
 
 def test_the_builtin_views_declare_themselves():
-    assert views.names()[:5] == ("kernels", "ranges", "api", "memops", "gaps")
-    assert set(views.names()[5:]) == {"utilization", "launch", "sync", "idle", "nccl", "overlap", "stragglers", "hist", "pace"}
-    assert [v.name for v in views.REGISTRY.values() if v.ordered] == ["ranges", "gaps", "utilization", "idle", "overlap"]
-    assert [v.name for v in views.REGISTRY.values() if v.splittable] == ["kernels", "api", "memops", "launch", "sync"]
+    # The 14 views of the table in nsys_tools/views/__init__.py, in order of their files' names.
+    assert views.names() == (
+        "api", "gaps", "hist", "idle", "kernels", "launch", "memops", "nccl", "overlap", "pace", "ranges", "stragglers",
+        "sync", "utilization",
+    )  # fmt: skip
+    assert [v.name for v in views.REGISTRY.values() if v.ordered] == ["gaps", "idle", "overlap", "ranges", "utilization"]
+    assert [v.name for v in views.REGISTRY.values() if v.splittable] == ["api", "kernels", "launch", "memops", "sync"]
+    assert views.get("kernels").VIEW == replace(views.spec("kernels"), module="")  # read from the source as written
     assert views.spec("gaps").options == ("min_gap_ns",)
     assert set(views.spec("kernels").options) == {"names", "include_memops", "nesting"}
     assert views.spec("memops").columns[:2] == ("operation", "instances")
     with pytest.raises(ValueError, match="unknown view 'nope'"):
         views.spec("nope")
     with pytest.raises(ValueError, match="not both"):
-        views.register(views.View("both", "x", "", splittable=True, ordered=True))
+        views.register(views.View("both", "", splittable=True, ordered=True, module="x"))
+
+
+def test_a_declaration_with_computed_arguments_is_refused(tmp_path):
+    (tmp_path / "computed.py").write_text('from nsys_tools.views import View\nVIEW = View("x" + "y", "a view")\n')
+    with pytest.raises(ValueError, match="literal arguments only"):
+        views.declared(tmp_path / "computed.py")
+    (tmp_path / "none.py").write_text("VIEWS = 1\n")
+    assert views.declared(tmp_path / "none.py") is None
 
 
 def test_a_toy_view_in_its_own_file_runs_on_every_path(toy, fixture_copy):

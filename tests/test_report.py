@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -12,6 +13,8 @@ from nsys_tools.read.names import glob_regex
 from nsys_tools.run.report import kernel_summary
 
 from .conftest import FIXTURES
+
+SRC = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "reports" / "sweeps" / "20261129-183449-quiet"
@@ -131,3 +134,14 @@ def test_folder_input_reads_each_export_once(tmp_path):
 def test_glob_regex(pattern, hits, misses):
     s = pl.Series(hits + misses)
     assert s.str.contains(glob_regex(pattern)).to_list() == [True] * len(hits) + [False] * len(misses)
+
+
+def test_folder_of_exports_in_parallel(tmp_path):
+    for k in range(4):
+        shutil.copyfile(SRC, tmp_path / f"rank{k}.sqlite")
+    seen = []
+    agg = kernel_summary([tmp_path], progress=lambda done, total: seen.append((done, total)))
+    per = kernel_summary([tmp_path], per_file=True)
+    assert seen[-1] == (4, 4) and len(seen) == 4
+    assert agg.filter(pl.col("range") == "triton/4096x768")["instances"].to_list() == [400]
+    assert per["file"].n_unique() == 4

@@ -114,9 +114,9 @@ def test_memops_match_cuda_gpu_mem_size_and_time_sum(export):
     # Bandwidth from nsys's own totals: Total (MB) of one report over Total Time (ns) of the other
     # (MB printed to 3 decimals: 0.0005 MB of the total, relative).
     times = dict(reference(name, "cuda_gpu_mem_time_sum").select("Operation", "Total Time (ns)").iter_rows())
-    for op, gbps, total_mb in both.select("Operation", "gbps", "Total (MB)").iter_rows():
-        nsys_gbps = total_mb * MB / times[op]
-        assert abs(gbps - nsys_gbps) <= 0.0005 * MB / times[op] + 1e-9, (op, gbps, nsys_gbps)
+    for op, gb_per_s, total_mb in both.select("Operation", "gb_per_s", "Total (MB)").iter_rows():
+        nsys_gb_per_s = total_mb * MB / times[op]
+        assert abs(gb_per_s - nsys_gb_per_s) <= 0.0005 * MB / times[op] + 1e-9, (op, gb_per_s, nsys_gb_per_s)
 
 
 def test_gaps_on_each_device_with_what_ran_around_them():
@@ -135,7 +135,7 @@ def test_gaps_on_each_device_with_what_ran_around_them():
             if busy_until is None or end >= busy_until:
                 busy_until, holder = end, name
     gaps = view_table([path], "gaps", min_gap_ns=1_000_000)
-    assert sorted(gaps.select("gpu_id", "gap_start_ns", "gap_end_ns", "before", "after").rows()) == sorted(expected)
+    assert sorted(gaps.select("gpu_id", "gap_start_ns", "gap_end_ns", "before_name", "after_name").rows()) == sorted(expected)
     assert gaps["gap_ns"].is_sorted(descending=True) and len(expected) == 24
     between_steps = gaps.filter(pl.col("after_range") == "data")
     assert between_steps.group_by("gpu_id").len().sort("gpu_id").rows() == [(0, 3), (1, 3)]

@@ -167,7 +167,7 @@ def _skipped(skipped: list, strict: bool) -> None:
 
 def _allow_plugins(plugins: list[str] | None, sweeps: list[Path]) -> None:
     """Load only the plugins the user names; one note per sweep naming others (never imported from it)."""
-    from ..plugin import allow
+    from ..plugin.loader import allow
     from ..study.folder import load
 
     allow(plugins or [])

@@ -101,15 +101,14 @@ def capture_sweep(
         spec, _out(out), nsys=nsys, resume=resume, wait=not no_wait, keep_rep=keep_rep, argv=_command_line(), commit=commit
     )
     manifest = _run_with_progress(runner, spec.shapes)
-    failed = [s for s, e in manifest["shapes"].items() if e.get("status") != "ok"]
-    if failed and len(failed) == len(manifest["shapes"]):
+    failed = [s for s, e in manifest.units.items() if e.status != "ok"]
+    if failed and len(failed) == len(manifest.units):
         from ..errors import CaptureError
 
-        first = manifest["shapes"][failed[0]]
-        raise CaptureError(runner.out / "manifest.json", f"no shape was captured ({failed[0]}: {first.get('error')})")
+        first = manifest.units[failed[0]]
+        raise CaptureError(runner.out / "manifest.json", f"no shape was captured ({failed[0]}: {first.error})")
     stderr.print(
-        f"Sweep written to {runner.out} in {manifest['wall_s']:.1f} s"
-        + (f"; not complete: {', '.join(failed)}" if failed else ""),
+        f"Sweep written to {runner.out} in {manifest.wall_s:.1f} s" + (f"; not complete: {', '.join(failed)}" if failed else ""),
         markup=False,
     )
     _add_to_ledger(runner.out, ledger)
@@ -150,13 +149,13 @@ def capture_run(
     spec = RunSpec(list(program), name=name, control=control or "", outputs=outputs.value, plugins=list(plugin or []))
     runner = ProgramRunner(spec, _out(out), nsys=nsys, wait=not no_wait, keep_rep=keep_rep, argv=_command_line(), commit=commit)
     manifest = _run_with_progress(runner, [name])
-    entry = manifest["captures"][name]
-    if entry.get("status") != "ok":
+    entry = manifest.units[name]
+    if entry.status != "ok":
         from ..errors import CaptureError
 
-        raise CaptureError(runner.out, entry.get("error", "the capture failed"), "see manifest.json")
-    found = ", ".join(f"{k} ({v} rounds)" for k, v in entry.get("ranges", {}).items())
-    stderr.print(f"Captured to {runner.out} in {manifest['wall_s']:.1f} s: {found}", markup=False)
+        raise CaptureError(runner.out, entry.error or "the capture failed", "see manifest.json")
+    found = ", ".join(f"{k} ({v} rounds)" for k, v in (entry.ranges or {}).items())
+    stderr.print(f"Captured to {runner.out} in {manifest.wall_s:.1f} s: {found}", markup=False)
     _add_to_ledger(runner.out, ledger)
     emit(f"{runner.out}\n")
 
@@ -167,7 +166,7 @@ def capture_list(plugin: PluginOption = None, fmt: Annotated[Format, typer.Optio
     """The ops installed and loaded from --plugin, with their implementations."""
     import polars as pl
 
-    from ..plugin import load
+    from ..plugin.loader import load
     from ..render.tables import render
 
     registry = load(plugin or [])
@@ -192,7 +191,7 @@ def _out(out: Path | None) -> Path:
     return out or Path("reports/sweeps") / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
 
-def _run_with_progress(runner, units: list[str]) -> dict:
+def _run_with_progress(runner, units: list[str]):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=stderr) as progress:

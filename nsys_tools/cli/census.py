@@ -38,7 +38,7 @@ def census(
     With --capture, registers, shared memory and launch configuration are checked against what
     the trace recorded.
     """
-    from ..plugin import load
+    from ..plugin.loader import load
     from ..render.tables import render
     from ..study import census as C
 

@@ -15,15 +15,19 @@ import os
 import shutil
 import sqlite3
 import subprocess
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
 from ..errors import BadExport, MissingColumn, MissingTable, NsysNotFound, NsysToolsError, UsageError
 from ..files import replaced_atomically
 from .schema import REQUIRED_COLUMNS, STRINGS, Field
+
+if TYPE_CHECKING:
+    import polars as pl
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -268,12 +272,24 @@ def check_sqlite(path: Path) -> None:
         )
 
 
+class PlannedReads(Protocol):
+    """Where an export's reads of some tables come from instead of its file (``run.chunked``: a
+    dry run that records them, then pieces that answer them from their buckets). Every ``select``
+    of one of ``tables`` goes to ``rows``, except a lookup by key (``select(lookup=True)``)."""
+
+    tables: Collection[str]
+
+    def rows(self, ex: Export, table: str, fields: tuple[Field, ...], where: str) -> pl.LazyFrame: ...
+
+
 @dataclass(frozen=True)
 class Export:
     """An opened export: its SQLite path, the report it came from, and its tables' columns.
 
     ``window`` = (k, n) restricts every ``select`` to the k-th of n equal rowid ranges of its
-    table (see ``windows``); such reads bypass the Parquet cache."""
+    table (see ``windows``); such reads bypass the Parquet cache. ``planned``: reads of some
+    tables answered elsewhere (``PlannedReads``); ``held``: results kept in memory, by query,
+    instead of the Parquet cache (what the pieces of one export read alike)."""
 
     path: Path
     source: Path
@@ -281,6 +297,8 @@ class Export:
     window: tuple[int, int] | None = None
     declared: dict[tuple[str, str], str] = field(default_factory=dict, compare=False, repr=False)  # (table, column): type
     probe: bool = False  # every select reads no row: the frames' schemas, at no cost
+    planned: PlannedReads | None = field(default=None, compare=False, repr=False)
+    held: dict | None = field(default=None, compare=False, repr=False)
 
     def zero_rows(self) -> Export:
         """This export as one whose every ``select`` reads no row (``Trace`` finds its frames'
@@ -349,6 +367,11 @@ class Export:
 
         if self.probe and all(t is not None for t in schema.values()):  # no row to read: no query either
             return pl.DataFrame(schema=schema)
+        if self.held is not None:
+            key = tuple(sql) if isinstance(sql, list) else sql
+            if key not in self.held:
+                self.held[key] = read()
+            return self.held[key]
         return read() if self.window or self.probe else cache.memo(self, sql, read)
 
     def _read_sql(self, sql: str | list[str]):
@@ -405,14 +428,19 @@ class Export:
             where = f"({where}) AND 0" if where else "0"
         return f"SELECT {', '.join(cols) or 'rowid'} FROM {table}" + (f" WHERE ({where})" if where else ""), schema
 
-    def select(self, table: str, fields: Iterable[Field], where: str = ""):
+    def select(self, table: str, fields: Iterable[Field], where: str = "", *, lookup: bool = False):
         """Read ``fields`` of ``table`` as a LazyFrame; ``where`` is an optional SQL filter.
 
         Columns this export lacks come back as nulls; large tables (or this export's window of
         them) are read in rowid partitions, one per thread of Polars' pool (which follows the
-        CPU affinity and ``POLARS_MAX_THREADS``)."""
+        CPU affinity and ``POLARS_MAX_THREADS``). A table of ``planned`` is answered by it,
+        unless ``lookup``: a read of rows by key (the launches of given correlation ids), which
+        always goes to the file."""
         import polars as pl
 
+        fields = tuple(fields)
+        if self.planned is not None and table in self.planned.tables and not lookup:
+            return self.planned.rows(self, table, fields, where)
         sql, schema = self.query(table, fields, where)
         if self.probe:  # no row is read: one statement, no partitions
             return self.fetch(sql, schema).lazy()

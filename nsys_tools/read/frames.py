@@ -161,7 +161,7 @@ def api_calls(
     tables = [t for t in (S.RUNTIME, S.DRIVER) if ex.has(t)]
     if not tables:
         ex.require(S.RUNTIME, cuda_hint(ex))
-    where = ""
+    where, lookup = "", correlation_ids is not None
     if launches_only:
         names = " OR ".join(f"value LIKE '{p}'" for p in LAUNCH_NAMES)
         where = f"nameId IN (SELECT id FROM {S.STRINGS} WHERE {names})"
@@ -169,7 +169,8 @@ def api_calls(
         where = _in_ids("correlationId", correlation_ids)
     for t in tables:
         ex.check_columns(t)
-    frames = pl.concat([ex.select(t, fields(ex, t, S.API_FIELDS, wanted), where) for t in tables], how="diagonal_relaxed")
+    frames = [ex.select(t, fields(ex, t, S.API_FIELDS, wanted), where, lookup=lookup) for t in tables]
+    frames = pl.concat(frames, how="diagonal_relaxed")
     if "global_tid" not in frames.collect_schema().names():
         return frames
     return frames.with_columns(global_pid=global_pid(pl.col("global_tid")))

@@ -226,7 +226,7 @@ def _header(col: str) -> str:
     for suffix, unit in UNITS.items():
         if col.endswith(suffix):
             return col.removesuffix(suffix).replace("_", " ") + unit
-    return {"gbps": "GB/s"}.get(col, col.replace("_", " "))
+    return {"gb_per_s": "GB/s"}.get(col, col.replace("_", " "))
 
 
 def us(ns: float | None, *, grouped: bool = True) -> str:

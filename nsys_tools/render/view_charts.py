@@ -124,30 +124,31 @@ def api(table: pl.DataFrame, top: int = TOP):
 def memops(table: pl.DataFrame, top: int = TOP):
     alt = _alt()
     df = _labelled(table, "operation", top).with_columns(mb=pl.col("total_bytes") / 1e6, total_ms=pl.col("total_ns") / 1e6)
-    tip = ["operation", "instances", "mb", "total_ms", "gbps"]
+    tip = ["operation", "instances", "mb", "total_ms", "gb_per_s"]
     left = _bars(df, "label", "mb", "Bytes moved", "MB (10^6 bytes)", None, tip).properties(width=WIDTH // 2)
-    right = _bars(df, "label", "gbps", "Bandwidth reached", "GB/s (total bytes / total time)", None, tip)
+    right = _bars(df, "label", "gb_per_s", "Bandwidth reached", "GB/s (total bytes / total time)", None, tip)
     right = right.properties(width=WIDTH // 2).encode(y=alt.Y("label:N", sort=df["label"].to_list(), title=None, axis=None))
     return alt.hconcat(left, right).properties(title="Memory operations by kind")
 
 
-def _gap_label() -> pl.Expr:
-    """An idle interval as a bar label: its GPU, its start in ms, and what ran before and after."""
+def _gap_label(before: str = "before", after: str = "after") -> pl.Expr:
+    """An idle interval as a bar label: its GPU, its start in ms, and what ran before and after
+    (the columns ``before`` and ``after`` name)."""
     return pl.format(
         "GPU {} at {} ms: {} → {}",
         "gpu_id",
         (pl.col("gap_start_ns") / 1e6).round(3),
-        _short("before").str.slice(0, 30),
-        _short("after").str.slice(0, 30),
+        _short(before).str.slice(0, 30),
+        _short(after).str.slice(0, 30),
     )
 
 
 def gaps(table: pl.DataFrame, top: int = TOP):
     df = table.head(top).with_columns(
         gap_ms=pl.col("gap_ns") / 1e6,
-        label=_gap_label(),
+        label=_gap_label("before_name", "after_name"),
     )
-    tip = ["before", "before_range", "after", "after_range", "gap_ms"]
+    tip = ["before_name", "before_range", "after_name", "after_range", "gap_ms"]
     return _bars(df, "label", "gap_ms", f"The {df.height} longest GPU idle intervals", "idle, ms", None, tip)
 
 

@@ -8,12 +8,16 @@ view's ``read`` and ``partial``) runs a piece at a time, as a Grace hash join (K
 al., 1983):
 
 1. a dry run of the view on empty event tables records which reads of the large tables
-   (kernels, memory operations, runtime and driver calls) it makes, and with which columns;
+   (kernels, memory operations, runtime and driver calls) it makes, and with which columns
+   (``DryRun``, the export's ``PlannedReads``);
 2. each of those reads is made one rowid window at a time (``Export.windows``) and its rows are
    split by correlation id into buckets (``spill.Spill``: in memory up to a budget, on disk
    past it), so that an operation and the calls that launched it land in the same bucket;
 3. the view runs once per group of buckets, on an export whose large tables hold only that
-   group's rows; the NVTX ranges, names and other small tables are read whole, once;
+   group's rows (``Piece``: a read the dry run did not record is an error; the one read of a
+   large table by key, the exact lookup of a launch outside the name filter, goes to the file
+   by ``select(lookup=True)``); the NVTX ranges, names and other small tables are read whole,
+   once, and held for every piece (``Export.held``);
 4. the pieces' partial tables concatenate into the export's: they merge exactly, as partials
    of several exports do.
 
@@ -39,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
@@ -62,50 +66,40 @@ KEY = "correlation_id"
 Read = tuple[str, tuple[Field, ...], str]  # (table, fields, where) of one read of a large table
 
 
-@dataclass(frozen=True)
-class _Shared(Export):
-    """An export read without the Parquet cache (a window of it all: ``window=(0, 1)``), each
-    read of a small table made once for all pieces (``memo``)."""
+@dataclass
+class DryRun:
+    """The reads of the large tables a view makes (``PlannedReads``): each is answered with no
+    rows and recorded, read -> the name of its stream in the spill."""
 
-    memo: dict = field(default_factory=dict, compare=False, repr=False)
+    tables: tuple[str, ...] = LARGE
+    reads: dict[Read, str] = field(default_factory=dict)
 
-    def fetch(self, sql, schema):
-        key = tuple(sql) if isinstance(sql, list) else sql
-        if key not in self.memo:
-            self.memo[key] = Export.fetch(self, sql, schema)
-        return self.memo[key]
-
-
-@dataclass(frozen=True)
-class _DryRun(_Shared):
-    """Answers reads of the large tables with no rows, and records them."""
-
-    reads: dict = field(default_factory=dict, compare=False, repr=False)
-
-    def select(self, table: str, fields: Iterable[Field], where: str = "") -> pl.LazyFrame:
-        if table not in LARGE:
-            return Export.select(self, table, fields, where)
-        fields = tuple(fields)
+    def rows(self, ex: Export, table: str, fields: tuple[Field, ...], where: str) -> pl.LazyFrame:
         self.reads.setdefault((table, fields, where), f"read{len(self.reads)}")
-        schema = self.query(table, fields, where)[1]
+        schema = ex.query(table, fields, where)[1]
         return pl.LazyFrame(schema={c: t or pl.Null for c, t in schema.items()})
 
 
-@dataclass(frozen=True)
-class _Piece(_Shared):
-    """Answers the recorded reads of the large tables with one group of buckets' rows; any
-    other read of them (the exact lookup of a launch outside the name filter) goes to SQLite."""
+@dataclass
+class Piece:
+    """The recorded reads of the large tables (``PlannedReads``), answered with one group of
+    buckets' rows. A read the dry run did not record has no rows here: it is an error, not a
+    read of the whole table."""
 
-    spill: Spill | None = field(default=None, compare=False, repr=False)
-    streams: dict = field(default_factory=dict, compare=False, repr=False)
-    group: tuple[int, ...] = ()
-    taken: dict = field(default_factory=dict, compare=False, repr=False)
+    spill: Spill
+    streams: dict[Read, str]
+    group: tuple[int, ...]
+    tables: tuple[str, ...] = LARGE
+    taken: dict[str, pl.DataFrame] = field(default_factory=dict)
 
-    def select(self, table: str, fields: Iterable[Field], where: str = "") -> pl.LazyFrame:
-        fields = tuple(fields)
+    def rows(self, ex: Export, table: str, fields: tuple[Field, ...], where: str) -> pl.LazyFrame:
         stream = self.streams.get((table, fields, where))
         if stream is None:
-            return Export.select(self, table, fields, where)
+            raise RuntimeError(
+                f"{ex.source}: a piece read {table} ({', '.join(f.name for f in fields)}"
+                + (f" where {where}" if where else "")
+                + ") that the dry run did not; read it with select(lookup=True) if it is a lookup by key"
+            )
         if stream not in self.taken:
             self.taken[stream] = self.spill.take(stream, list(self.group))
         return self.taken[stream].lazy()
@@ -135,20 +129,21 @@ def view_partial(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.
 
 def _pieces(ex: Export, view: str, by: Sequence[str], options: dict, window=None) -> Iterator[Trace]:
     """``ex`` as traces whose large tables hold one group of buckets each (split by launch)."""
-    memo: dict = {}
-    whole = dict(path=ex.path, source=ex.source, tables=ex.tables, window=(0, 1), memo=memo)
-    dry = _DryRun(**whole)
+    # Small tables are read once for every piece, held in memory (not the Parquet cache).
+    whole = Export(path=ex.path, source=ex.source, tables=ex.tables, held={})
+    plan = DryRun()
+    dry = replace(whole, planned=plan)
     if views.spec(view).ordered:  # its partial needs typed columns; its reads are all in ``read``
         views.read(view, Trace(dry, window=window), by, **options).collect()
     else:
         views.partial(view, Trace(dry, window=window), by, **options).collect()
-    with Spill(bucket_count(ex, dry.reads), KEY, SPILL_BYTES) as spill:
-        for stream, rows in _read_ahead(ex, dry.reads):
+    with Spill(bucket_count(ex, plan.reads), KEY, SPILL_BYTES) as spill:
+        for stream, rows in _read_ahead(ex, plan.reads):
             spill.add(stream, rows)
         if spill.flushes:  # past the budget: the rest goes to disk too, the pieces need the memory
             spill.flush()
         for group in spill.groups(BUCKET_BYTES):
-            yield Trace(_Piece(**whole, spill=spill, streams=dry.reads, group=tuple(group)), window=window)
+            yield Trace(replace(whole, planned=Piece(spill, plan.reads, tuple(group))), window=window)
 
 
 def _read_ahead(ex: Export, reads: dict[Read, str]) -> Iterator[tuple[str, pl.DataFrame]]:

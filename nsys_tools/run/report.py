@@ -19,8 +19,8 @@ from ..read.export import open_export, reading
 from ..read.inputs import expand_inputs
 from ..read.names import glob_regex
 from ..read.trace import open as open_trace
+from ..views import kernels
 from ..views import stats as metrics
-from ..views.kernels import SEP
 from . import chunked
 from .engine import Local
 
@@ -127,9 +127,9 @@ def named_ops(
         options = f"names={names} memops={include_memops} by={','.join(by)} with start"
 
         def compute() -> pl.DataFrame:
-            ops = views.get("kernels").read(trace, [*by, "start_ns"], names=names, include_memops=include_memops)
+            ops = kernels.operations(trace, by, carry=["start_ns"], names=names, include_memops=include_memops)
             # nsys's short name as it is (the key's first part): comparisons pair kernels by it
-            kernel = pl.col("kernel").cast(pl.String).str.split(SEP).list.first()
+            kernel = pl.col("kernel").cast(pl.String).str.split(kernels.SEP).list.first()
             strings = [pl.col(c).cast(pl.String) for c in ("range", *by) if c in ("range", "gpu_name")]
             return ops.select(*by, "range", kernel, "start_ns", "duration_ns").with_columns(strings).collect()
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import NsysToolsError, ToolMissing, UsageError
-from ..plugin import Cubin, Impl, Op, arch_number
+from ..plugin.api import Cubin, Impl, Op, arch_number
 
 __all__ = ["ToolMissing", "census", "cross_check", "markdown"]
 

@@ -53,12 +53,12 @@ def _open_sweep(path: Path) -> Capture:
     m = s.manifest
     meta = {
         "gpu": s.gpu,
-        "driver": m.get("gpu_before", {}).get("driver_version") or "",
-        "nsys": _short_nsys(m.get("nsys", {}).get("version")),
+        "driver": m.gpu_before.driver_version or "",
+        "nsys": _short_nsys(m.nsys_version),
         "commit": ", ".join(
             f"{c[:10]} ({len(units)} of {len(s.units)} units)" if len(s.commits) > 1 else c[:10] for c, units in s.commits.items()
         )
-        or (m.get("git", {}).get("commit") or "")[:10],
+        or (m.git_commit or "")[:10],
         "output policy": s.outputs,
     }
     return Capture(path, calls, KEYS, "round", meta, [s.id])

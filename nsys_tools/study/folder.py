@@ -8,7 +8,6 @@ trace (warm-up, setup) is ignored.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -18,13 +17,13 @@ import polars as pl
 
 from ..convention import RANGE, RANGE_REGEX, rotated
 from ..errors import BadExport, NsysToolsError
+from ..folder_format import MANIFEST, HarnessRecord, Manifest, Spec, UnitEntry, export_path, harness_path
 from ..read.export import reading
 from ..read.trace import open as open_trace
 from ..views import stats as metrics
 
 __all__ = ["RANGE", "RANGE_REGEX", "KEYS", "Sweep", "load", "summary", "sweep_table", "is_sweep", "parse_ranges", "into_calls"]
 
-MANIFEST = "manifest.json"
 KEYS = ["op", "impl", "shape", "l2"]
 
 
@@ -43,34 +42,35 @@ class Sweep:
     run of a program) the export and what was recorded beside it (``harness``)."""
 
     path: Path
-    manifest: dict
+    manifest: Manifest
     units: list[str] = field(default_factory=list)
     plugins: list[str] = field(default_factory=list)  # what the user allowed (--plugin), besides the entry points
 
     @property
     def id(self) -> str:
-        return self.manifest.get("id") or self.path.name
+        return self.manifest.id or self.path.name
 
     @property
-    def spec(self) -> dict:
-        return self.manifest.get("spec", {})
+    def spec(self) -> Spec:
+        return self.manifest.spec
 
     @property
     def kind(self) -> str:
         """``sweep`` (our harness, per shape) or ``run`` (a program's own, ``capture run``)."""
-        return self.manifest.get("kind", "sweep")
+        return self.manifest.kind
 
     @property
-    def entries(self) -> dict[str, dict]:
+    def entries(self) -> dict[str, UnitEntry]:
         """The manifest's record of every capture unit, completed or not."""
-        return {k: e for key in ("shapes", "captures") for k, e in self.manifest.get(key, {}).items()}
+        return self.manifest.units
 
     @property
     def not_captured(self) -> dict[str, str]:
         """Units the spec asked for, or the manifest records, that have no completed capture:
         unit -> its status ("failed", "running" for one stopped mid-way, "not started")."""
-        planned = dict.fromkeys([*(self.spec.get("shapes") or []), *self.entries])
-        status = {u: self.entries.get(u, {}).get("status") or "not started" for u in planned if u not in self.units}
+        planned = dict.fromkeys([*self.spec.shapes, *self.entries])
+        entries = self.entries
+        status = {u: (entries[u].status if u in entries else None) or "not started" for u in planned if u not in self.units}
         return {u: "missing export" if s == "ok" else s for u, s in status.items()}  # recorded done, file gone
 
     @property
@@ -78,22 +78,22 @@ class Sweep:
         """Build -> the completed units captured with it. One build, unless the folder was
         finished with ``--resume`` at another; units recorded before builds were kept per unit
         belong to the manifest's build."""
-        default = (self.manifest.get("git") or {}).get("commit") or "unknown"
+        default = self.manifest.git_commit or "unknown"
         out: dict[str, list[str]] = {}
         for unit in self.units:
-            out.setdefault(self.entries.get(unit, {}).get("commit") or default, []).append(unit)
+            out.setdefault(self.entries[unit].commit or default, []).append(unit)
         return out
 
     @property
     def control(self) -> str:
         """The implementation the others are compared with, or "" when none was named."""
-        return self.spec.get("control") or ""
+        return self.spec.control or ""
 
     @property
     def outputs(self) -> str:
         """The output policy: rotate or reuse; sweeps from before the policy was recorded
         rotated every output; a program's is what its author declared, or unknown."""
-        return self.spec.get("outputs") or ("rotate" if self.kind == "sweep" else "unknown")
+        return self.spec.outputs or ("rotate" if self.kind == "sweep" else "unknown")
 
     @property
     def order(self) -> str:
@@ -102,7 +102,7 @@ class Sweep:
         recorded before that, ``unknown`` for a program's own capture (``capture run``)."""
         if self.kind != "sweep":
             return "unknown"
-        recorded = any(self.entries.get(u, {}).get("orders") or self.harness[u].get("orders") for u in self.units)
+        recorded = any(self.entries[u].orders or self.harness[u].orders for u in self.units)
         return "shuffled" if recorded else "rotated"
 
     def round_orders(self, unit: str) -> list[list[str]]:
@@ -110,13 +110,13 @@ class Sweep:
         harness record), or for a sweep recorded before orders were, the rotation it ran: the
         implementations that set up, in the harness's order, rotated left by the round number.
         [] where neither says (a program's capture)."""
-        record = self.harness.get(unit, {})
-        recorded = self.entries.get(unit, {}).get("orders") or record.get("orders")
+        record = self.harness.get(unit)
+        recorded = (self.entries[unit].orders if unit in self.entries else None) or (record.orders if record else None)
         if recorded or self.kind != "sweep" or not record:
             return recorded or []
-        left_out = {**(record.get("errors") or {}), **(record.get("unsupported") or {})}
-        names = [name for name in record.get("impls", []) if name not in left_out]
-        return [rotated(names, rnd) for rnd in range(record.get("rounds") or self.spec.get("rounds") or 0)] if names else []
+        left_out = {**record.errors, **record.unsupported}
+        names = [name for name in record.impls if name not in left_out]
+        return [rotated(names, rnd) for rnd in range(record.rounds or self.spec.rounds or 0)] if names else []
 
     @cached_property
     def registry(self):
@@ -125,11 +125,10 @@ class Sweep:
         shipped inside nsys-tools (``plugin.shipped_plugins``). Never other code the manifest names:
         a shared folder must not run code on the reader's machine (``unloaded_plugins`` says what
         it named). ``None`` where they cannot be loaded (the report then leaves bytes and FLOPs out)."""
-        from ..plugin import Registry, shipped_plugins, user_plugins
+        from ..plugin.loader import Registry, shipped_plugins, user_plugins
 
-        named = [str(p) for p in self.spec.get("plugins") or [] if isinstance(p, str)]
         try:
-            return Registry([*user_plugins(self.plugins), *shipped_plugins(named)])
+            return Registry([*user_plugins(self.plugins), *shipped_plugins(self.spec.plugins)])
         except NsysToolsError:
             try:
                 return Registry()
@@ -140,11 +139,10 @@ class Sweep:
     def unloaded_plugins(self) -> list[str]:
         """The plugins the manifest names that are not loaded here (they are never imported
         from the folder: the user allows them with ``--plugin`` or ``$NSYS_TOOLS_PLUGINS``)."""
-        from ..plugin import plugin_key
+        from ..plugin.loader import plugin_key
 
-        named = [str(p) for p in self.spec.get("plugins") or [] if isinstance(p, str)]
         loaded = {plugin_key(s) for s in [*self.registry.sources, *self.registry.modules]} if self.registry else set()
-        return [p for p in named if plugin_key(p) not in loaded]
+        return [p for p in self.spec.plugins if plugin_key(p) not in loaded]
 
     @property
     def plugin_note(self) -> str | None:
@@ -165,49 +163,40 @@ class Sweep:
     @property
     def title(self) -> str:
         """The op's title for headings ("" for a program's capture that names none)."""
-        name = self.spec.get("op", "")
+        name = self.spec.op or ""
         plugin = self.op(name) if name else None
-        return self.spec.get("title") or (plugin.title if plugin else "") or name
+        return self.spec.title or (plugin.title if plugin else "") or name
 
     @property
     def floor(self) -> str | None:
         """The implementation that is a bandwidth floor (a copy), if the sweep ran one."""
-        if "floor" in self.spec:
-            return self.spec["floor"]
-        plugin = self.op(self.spec.get("op", ""))
-        return plugin.floor if plugin and plugin.floor in self.spec.get("impls", []) else None
+        if self.spec.floor is not None:
+            return self.spec.floor
+        plugin = self.op(self.spec.op or "")
+        return plugin.floor if plugin and plugin.floor in self.spec.impls else None
 
     def export(self, unit: str) -> Path:
-        return self.path / f"{unit}.sqlite"
+        return export_path(self.path, unit)
 
     @cached_property
-    def harness(self) -> dict[str, dict]:
-        out = {}
-        for unit in self.units:
-            file = self.path / f"{unit}.harness.json"
-            try:
-                out[unit] = json.loads(file.read_text())
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise BadExport(file, f"cannot be read ({exc})", "was the sweep interrupted? re-run it with --resume") from exc
-            if not isinstance(out[unit], dict):
-                raise BadExport(file, "is not a harness record (not a JSON object)", "was it written by capture/harness.py?")
-        return out
+    def harness(self) -> dict[str, HarnessRecord]:
+        return {unit: HarnessRecord.read(harness_path(self.path, unit)) for unit in self.units}
 
     @property
-    def setup(self) -> dict:
+    def setup(self) -> HarnessRecord | None:
         """What the harness recorded that every shape shares (GPU, versions, how spans were
-        measured): the first shape's record, or {} for a sweep with no completed shape."""
-        return next(iter(self.harness.values()), {})
+        measured): the first shape's record, or None for a sweep with no completed shape."""
+        return next(iter(self.harness.values()), None)
 
     @property
     def gpu(self) -> str:
         """The GPU's name, as the harness saw it or else as nvidia-smi did before the sweep."""
-        return (self.setup.get("gpu") or {}).get("name") or self.manifest.get("gpu_before", {}).get("name") or ""
+        return (self.setup.gpu_name if self.setup else None) or self.manifest.gpu_before.name or ""
 
     @property
     def has_spans(self) -> bool:
         """Whether event spans were measured (``capture run`` measures none)."""
-        return any(h.get("spans") for h in self.harness.values())
+        return any(h.spans for h in self.harness.values())
 
     @cached_property
     def calls(self) -> pl.DataFrame:
@@ -221,7 +210,7 @@ class Sweep:
                     *KEYS, "round", "calls", "start_ns", "duration_ns", kernel=kernel
                 )
                 # Sweeps from before ranges carried their call count: the harness's iterations.
-                iters = self.harness.get(unit, {}).get("iters") if self.kind == "sweep" else None
+                iters = self.harness[unit].iters if self.kind == "sweep" else None
                 frames.append(timed_calls(ops, calls_if_unsaid=iters))
         if not frames:
             return pl.DataFrame(schema=CALL_SCHEMA)
@@ -232,19 +221,19 @@ class Sweep:
         """One row per event-timed call (untraced phase): op, impl, shape, l2, round, span_ns."""
         frames = []
         for shape, h in self.harness.items():
+            if h.spans is None:  # none measured (a program's capture)
+                continue
             try:
-                if h["spans"] is None:  # none measured (a program's capture)
-                    continue
+                if h.op is None or h.l2 is None:
+                    raise KeyError("op" if h.op is None else "l2")
                 frames.append(
-                    pl.DataFrame(h["spans"], schema={"impl": pl.String, "round": pl.Int64, "span_ns": pl.Int64}).with_columns(
-                        op=pl.lit(h["op"]), shape=pl.lit(shape), l2=pl.lit(h["l2"])
+                    pl.DataFrame(h.spans, schema={"impl": pl.String, "round": pl.Int64, "span_ns": pl.Int64}).with_columns(
+                        op=pl.lit(h.op), shape=pl.lit(shape), l2=pl.lit(h.l2)
                     )
                 )
             except (KeyError, TypeError, ValueError, pl.exceptions.PolarsError) as exc:
                 what = f"no {exc.args[0]!r} entry" if isinstance(exc, KeyError) else f"unreadable spans ({exc})"
-                raise BadExport(
-                    self.path / f"{shape}.harness.json", f"has {what}", "was it written by capture/harness.py? re-run the shape"
-                ) from exc
+                raise BadExport(h.file, f"has {what}", "was it written by capture/harness.py? re-run the shape") from exc
         schema = {"impl": pl.String, "round": pl.Int64, "span_ns": pl.Int64, "op": pl.String, "shape": pl.String, "l2": pl.String}
         return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
 
@@ -321,67 +310,9 @@ def into_calls(ops: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
 def load(path: str | Path) -> Sweep:
     """Open a sweep folder. Units whose capture failed are left out (the manifest says why)."""
     root = Path(path)
-    file = root / MANIFEST
-    if not file.is_file():
-        raise BadExport(root, "is not a sweep folder (no manifest.json)", "pass a folder written by nsys-tools capture sweep")
-    try:
-        manifest = json.loads(file.read_text())
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadExport(file, f"cannot be read ({exc})", "check the file") from exc
-    except json.JSONDecodeError as exc:
-        raise BadExport(file, f"is not valid JSON ({exc.msg})", "was the sweep interrupted? re-run it with --resume") from exc
-    sections = [manifest.get(k, {}) for k in ("shapes", "captures")] if isinstance(manifest, dict) else [None]
-    if not all(isinstance(x, dict) and all(isinstance(e, dict) for e in x.values()) for x in sections):
-        raise BadExport(
-            file,
-            "is not a sweep manifest (a JSON object with a shapes or captures object)",
-            "pass a folder written by nsys-tools capture sweep or capture run",
-        )
-    _check_fields(file, manifest)
-    sweep = Sweep(root, manifest)
-    sweep.units = [u for u, e in sweep.entries.items() if e.get("status") == "ok" and (root / f"{u}.sqlite").exists()]
+    sweep = Sweep(root, Manifest.read(root))
+    sweep.units = [u for u, e in sweep.entries.items() if e.status == "ok" and sweep.export(u).exists()]
     return sweep
-
-
-# The manifest fields the reader uses, and the JSON types they may hold (null: absent). Anything
-# else is a file not written by the capture side: one error naming the field.
-_TEXT, _TEXTS, _OBJECT = (str, type(None)), "texts", (dict, type(None))
-MANIFEST_FIELDS = {
-    "id": _TEXT, "created_utc": _TEXT, "kind": _TEXT, "gpu_before": _OBJECT, "git": _OBJECT, "nsys": _OBJECT,
-    "spec": _OBJECT,
-    "spec.op": _TEXT, "spec.title": _TEXT, "spec.control": _TEXT, "spec.outputs": _TEXT, "spec.l2": _TEXT,
-    "spec.floor": _TEXT, "spec.shapes": _TEXTS, "spec.impls": _TEXTS, "spec.plugins": _TEXTS, "spec.program": _TEXTS,
-}  # fmt: skip
-
-
-def _check_fields(file: Path, manifest: dict) -> None:
-    """Each field ``MANIFEST_FIELDS`` names holds its type, else one error naming it; a null
-    one is dropped, so that it reads as absent (the reader's defaults apply)."""
-    for key in MANIFEST_FIELDS:
-        holder = manifest.get("spec") if key.startswith("spec.") else manifest
-        if isinstance(holder, dict) and key.removeprefix("spec.") in holder and holder[key.removeprefix("spec.")] is None:
-            del holder[key.removeprefix("spec.")]
-    for key, kinds in MANIFEST_FIELDS.items():
-        holder = manifest.get("spec") if key.startswith("spec.") else manifest
-        if not isinstance(holder, dict):
-            continue
-        value = holder.get(key.removeprefix("spec."))
-        if kinds == _TEXTS:
-            good = value is None or isinstance(value, list) and all(isinstance(v, str) for v in value)
-            want = "a list of text"
-        else:
-            good = isinstance(value, kinds)
-            want = "text" if str in kinds else "an object"
-        if not good:
-            raise BadExport(
-                file, f"has {key} of type {type(value).__name__}, not {want}", "was it written by nsys-tools capture?"
-            )
-    for key, inner in (("gpu_before", "driver_version"), ("nsys", "version"), ("git", "commit")):
-        value = (manifest.get(key) or {}).get(inner)
-        if not isinstance(value, (str, type(None))):
-            raise BadExport(
-                file, f"has {key}.{inner} of type {type(value).__name__}, not text", "was it written by nsys-tools capture?"
-            )
 
 
 def implementations(sweep: Sweep, keys: pl.DataFrame) -> pl.DataFrame:
@@ -389,9 +320,9 @@ def implementations(sweep: Sweep, keys: pl.DataFrame) -> pl.DataFrame:
     under: the sweep's, or ``allocates``), ``bytes`` and ``flops`` of one call. From what the
     harness recorded; else from the op's plugin where it is installed here; else null."""
     recorded = {
-        (h.get("op"), impl, h.get("shape", unit)): info
+        (h.op, impl, h.shape or unit): {"family": r.family, "outputs": r.outputs, "bytes": r.bytes, "flops": r.flops}
         for unit, h in sweep.harness.items()
-        for impl, info in (h.get("implementations") or {}).items()
+        for impl, r in h.implementations.items()
     }
     rows = []
     for op_name, impl_name, shape in keys.select("op", "impl", "shape").unique().iter_rows():
@@ -433,8 +364,8 @@ def summary(sweep: Sweep) -> pl.DataFrame:
     )
     span = sweep.spans.lazy().group_by(KEYS).agg(*[e.alias(f"span_{k}") for k, e in metrics.distribution("span_ns").items()])
     out = kernel.join(span, on=KEYS, how="full", coalesce=True).collect()
-    order = {s: k for k, s in enumerate(sweep.spec.get("shapes", sweep.units))}
-    impl_order = {s: k for k, s in enumerate(sweep.spec.get("impls", []))}
+    order = {s: k for k, s in enumerate(sweep.spec.shapes or sweep.units)}
+    impl_order = {s: k for k, s in enumerate(sweep.spec.impls)}
     return (
         out.join(implementations(sweep, out), on=["op", "impl", "shape"], how="left")
         .with_columns(

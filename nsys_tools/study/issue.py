@@ -84,28 +84,29 @@ def _throughput(sweep: Sweep, summ: pl.DataFrame, impls: list[str], allocating: 
 
 def _header(sweep: Sweep, summ: pl.DataFrame) -> str:
     m = sweep.manifest
-    spec = m.get("spec", {})
+    spec = m.spec
     first = sweep.setup
     gpu = escape(str(sweep.gpu or "unknown GPU"))
-    driver = escape(str(m.get("gpu_before", {}).get("driver_version", "unknown")))
-    nsys = escape(str(m.get("nsys", {}).get("version", "unknown")).replace("NVIDIA Nsight Systems version ", ""))
+    driver = escape(m.gpu_before.driver_version or "unknown")
+    nsys = escape((m.nsys_version or "unknown").replace("NVIDIA Nsight Systems version ", ""))
     builds = sweep.commits
     if len(builds) > 1:
         commit = "commits " + ", ".join(f"{_code(c[:10])} ({escape(', '.join(units))})" for c, units in builds.items())
     else:
-        commit = f"commit {_code((next(iter(builds), None) or m.get('git', {}).get('commit') or 'unknown')[:10])}"
-    when = escape(str(m.get("created_utc") or "")[:16].replace("T", " "))
-    modes = sorted(set(summ["l2"].drop_nulls())) or [spec.get("l2", "cold")]
+        commit = f"commit {_code((next(iter(builds), None) or m.git_commit or 'unknown')[:10])}"
+    when = escape((m.created_utc or "")[:16].replace("T", " "))
+    l2_mode = "cold" if spec.l2 is None else spec.l2
+    modes = sorted(set(summ["l2"].drop_nulls())) or [l2_mode]
     if sweep.kind == "run":
         l2 = " and ".join(modes) + " (as the program's ranges say)"
-    elif spec.get("l2", "cold") == "cold":
-        mib = (first.get("gpu") or {}).get("l2_bytes", 0) / 2**20
-        counts = sorted({h.get("buffer_sets") for h in sweep.harness.values()} - {None})
+    elif l2_mode == "cold":
+        mib = ((first.l2_bytes if first else None) or 0) / 2**20
+        counts = sorted({h.buffer_sets for h in sweep.harness.values()} - {None})
         sets = f"{counts[0]}–{counts[-1]}" if len(counts) > 1 else str(counts[0]) if counts else "several"
         l2 = f"cold (inputs rotated over {sets} buffer sets per shape, more than twice the {mib:.0f} MiB L2 in all)"
     else:
         l2 = "warm (one buffer set reused)"
-    stack = escape(", ".join(f"{k} {v}" for k, v in (first.get("versions") or {}).items()))
+    stack = escape(", ".join(f"{k} {v}" for k, v in (first.versions if first else {}).items()))
     outputs = POLICIES.get(sweep.outputs, sweep.outputs)
     allocating = sorted(set(summ.filter(pl.col("outputs") == "allocates")["impl"]))
     if allocating:
@@ -113,13 +114,13 @@ def _header(sweep: Sweep, summ: pl.DataFrame) -> str:
         outputs += f", except {', '.join(allocating)} {ALLOCATES}, which {verb} output inside the call"
     if sweep.kind == "run":
         rounds = summ.select("op", "impl", "shape").height and sweep.calls["round"].n_unique()
-        program = " ".join(map(str, spec.get("program", [])))[:120]
+        program = " ".join(spec.program)[:120]
         how = f"captured with `nsys-tools capture run` from {_code(program)}, {rounds} rounds"
     else:
         order = "order rotated each round"
         if sweep.order == "shuffled":
-            order = f"order shuffled each round (seed {spec.get('seed', 0)})"
-        how = f"{spec.get('rounds')} rounds × {spec.get('iters')} iterations per implementation, {order}"
+            order = f"order shuffled each round (seed {spec.seed or 0})"
+        how = f"{spec.rounds} rounds × {spec.iters} iterations per implementation, {order}"
     missing = escape(", ".join(f"{u} ({status})" for u, status in sweep.not_captured.items()))
     gaps = f" · not captured, see manifest.json: {missing}" if missing else ""
     return (
@@ -128,7 +129,9 @@ def _header(sweep: Sweep, summ: pl.DataFrame) -> str:
     )
 
 
-def _verdict(sweep: Sweep, session: verdict.Session, summ: pl.DataFrame, bands: pl.DataFrame, across: pl.DataFrame) -> str:
+def _verdict(
+    sweep: Sweep, contention: verdict.ContentionVerdict, summ: pl.DataFrame, bands: pl.DataFrame, across: pl.DataFrame
+) -> str:
     control = sweep.control
     rows = summ.filter(pl.col("impl") == control).join(bands, on="shape", how="left").to_dicts()
     name = f"{control}'s kernel"
@@ -143,9 +146,9 @@ def _verdict(sweep: Sweep, session: verdict.Session, summ: pl.DataFrame, bands: 
         )
     text = f"{name} came back at " + "; ".join(parts) + "." + _policy_warning(summ)
     outside = any(p in ("above", "below") for p in places)
-    if session.quiet and not outside:
-        if session.notes:
-            limited = "; ".join(session.notes)
+    if contention.quiet and not outside:
+        if contention.notes:
+            limited = "; ".join(contention.notes)
             return (
                 text + " The GPU was quiet during the capture (no other process, no slow outliers), but "
                 f"{limited}: every implementation ran at that clock, so the numbers compare with each other, "
@@ -159,11 +162,11 @@ def _verdict(sweep: Sweep, session: verdict.Session, summ: pl.DataFrame, bands: 
     quote = (
         f" Quote the range across quiet sessions instead ({spread})." if spread else " Quote the range across sessions instead."
     )
-    if not session.quiet:
+    if not contention.quiet:
         return (
             text
             + " But this capture ran under load: "
-            + "; ".join(session.reasons)
+            + "; ".join(contention.reasons)
             + ". Medians can look normal under contention, so the tails decide."
             + quote
         )
@@ -190,11 +193,11 @@ def _checks(sweep: Sweep) -> str:
     if sweep.kind == "run":
         return "**Correctness.** Not checked by nsys-tools: the program's own checks, if any, are not recorded.\n"
     tolerance = {
-        impl: info.get("tolerance", DEFAULT_TOLERANCE)
+        impl: DEFAULT_TOLERANCE if info.tolerance is None else info.tolerance
         for h in sweep.harness.values()
-        for impl, info in (h.get("implementations") or {}).items()
+        for impl, info in h.implementations.items()
     }
-    checks = [(k, v) for h in sweep.harness.values() for k, v in h.get("checks", {}).items()]
+    checks = [(k, v) for h in sweep.harness.values() for k, v in h.checks.items()]
     bad = sorted({k for k, v in checks if not v < tolerance.get(k, DEFAULT_TOLERANCE)})
     limits = sorted(set(tolerance.values()) or {DEFAULT_TOLERANCE})
     limit = " / ".join(f"{t:g}" for t in limits)
@@ -205,7 +208,7 @@ def _checks(sweep: Sweep) -> str:
         else f"**Correctness.** Relative error above the tolerance ({limit}) for {', '.join(bad)}: their times are not "
         "comparable.\n"
     )
-    errors = [f"{k} at {s}: {v}" for s, h in sweep.harness.items() for k, v in h.get("errors", {}).items()]
+    errors = [f"{k} at {s}: {v}" for s, h in sweep.harness.items() for k, v in h.errors.items()]
     return text + ("\n**Did not run:** " + escape("; ".join(errors)) + "\n" if errors else "")
 
 
@@ -218,15 +221,15 @@ def compose(
     control = control or sweep.control
     if not control:
         raise UsageError(sweep.path, "names no control to compare with", "pass --control NAME (one of its implementations)")
-    order = sweep.spec.get("impls") or list(dict.fromkeys(summ["impl"]))
+    order = sweep.spec.impls or list(dict.fromkeys(summ["impl"]))
     impls = [i for i in order if i in set(summ["impl"])]
     if control not in impls:
         raise UsageError(sweep.path, f"has no implementation {control!r} to compare with", f"choose from {', '.join(impls)}")
     shapes = list(dict.fromkeys(summ["shape"]))
     allocating = set(summ.filter(pl.col("outputs") == "allocates")["impl"])
-    session = verdict.judge(sweep)
+    contention = verdict.judge(sweep)
     gpu = sweep.gpu
-    l2 = sweep.spec.get("l2") or summ["l2"][0]
+    l2 = sweep.spec.l2 or summ["l2"][0]
     policy = summ.filter(pl.col("impl") == control)["outputs"][0]
     has_ledger = ledger_path is not None and ledger_path.exists()
     op = summ["op"][0] if summ["op"].n_unique() == 1 else None  # the ledger's other sessions: of this op only
@@ -234,7 +237,7 @@ def compose(
     across = ledger.quiet_range(ledger_path, gpu, control, l2, sweep.id, policy, op) if has_ledger else ledger.no_bands()
     across = across.filter(pl.col("shape").is_in(shapes)).sort(pl.col("shape").replace_strict(shapes, list(range(len(shapes)))))
     ratios = metrics.ratios(sweep.calls, control)
-    commit = sweep.manifest.get("git", {}).get("commit")
+    commit = sweep.manifest.git_commit
     spread = (
         {
             (r["shape"], r["impl"]): r
@@ -257,7 +260,7 @@ def compose(
     out = [
         f"### {escape(str(title))}: {escape(', '.join(impls))} (control: {escape(str(control))})\n",  # one line
         _header(sweep, summ) + "\n",
-        "**Control verdict.** " + _verdict(sweep, session, summ, bands, across) + "\n",
+        "**Control verdict.** " + _verdict(sweep, contention, summ, bands, across) + "\n",
         _checks(sweep),
     ]
     out += [
@@ -265,7 +268,7 @@ def compose(
         _grid(summ, lambda r: _spread(r, "kernel"), impls, allocating),
     ]
     if sweep.has_spans:
-        method = sweep.setup.get("span_method", "CUDA events around each call")
+        method = sweep.setup.span_method or "CUDA events around each call"
         out += [
             "\n#### Event span, µs: median (p10–p90), from CUDA events with tracing off\n",
             f"How measured: {method}. The span includes launch overhead the GPU waited for: it is what a caller sees, "
@@ -337,9 +340,9 @@ def compose(
         links = " · ".join(f"[{p.stem}]({link_base}/{p.name})" for p in chart_files if p.suffix == ".png")
         out.append(f"\nCharts: {links}\n")
 
-    if not session.quiet and session.tails is not None:
+    if not contention.quiet and contention.tails is not None:
         t = (
-            session.tails.filter(pl.col("outlier_share") > 0)
+            contention.tails.filter(pl.col("outlier_share") > 0)
             .sort("outlier_share", descending=True)
             .head(8)
             .with_columns(

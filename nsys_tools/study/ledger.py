@@ -37,7 +37,7 @@ from ..errors import BadExport, CaptureError, UsageError
 from ..files import output_error
 from ..read.export import SQLITE_MAGIC, reading
 from .folder import KEYS, SUMMARY_COLUMNS, Sweep, load, summary
-from .verdict import Session, judge
+from .verdict import ContentionVerdict, judge
 
 DEFAULT_PATH = Path("reports/ledger.sqlite")
 ENV = "NSYS_TOOLS_LEDGER"
@@ -119,20 +119,19 @@ def _migrate(db) -> None:
                 db.execute(f'ALTER TABLE stats RENAME COLUMN "{old}" TO "{new}"')
 
 
-def session_row(sweep: Sweep, verdict: Session) -> dict:
+def session_row(sweep: Sweep, verdict: ContentionVerdict) -> dict:
     m = sweep.manifest
-    spec = m.get("spec", {})
     return {
         "id": sweep.id,
-        "created_utc": m.get("created_utc"),
+        "created_utc": m.created_utc,
         "gpu": sweep.gpu or None,
-        "driver": m.get("gpu_before", {}).get("driver_version"),
-        "nsys": m.get("nsys", {}).get("version"),
-        "git_commit": m.get("git", {}).get("commit"),
-        "l2": spec.get("l2"),
-        "rounds": spec.get("rounds"),
-        "iters": spec.get("iters"),
-        "control": spec.get("control"),
+        "driver": m.gpu_before.driver_version,
+        "nsys": m.nsys_version,
+        "git_commit": m.git_commit,
+        "l2": m.spec.l2,
+        "rounds": m.spec.rounds,
+        "iters": m.spec.iters,
+        "control": m.spec.control,
         "outputs": sweep.outputs,
         "kind": sweep.kind,
         "quiet": verdict.quiet,

@@ -17,11 +17,16 @@ time-slicing. So a session is judged on every signal the sweep records:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from ..errors import BadExport
+from ..folder_format import Clocks, HarnessRecord
 from ..views import stats as metrics
+
+if TYPE_CHECKING:
+    from .folder import Sweep
 
 # Thresholds, from quiet and loaded sessions on the H200 (reports/README.md): quiet sessions
 # showed p99 / median <= 1.32 and no call above twice its median; loaded ones showed p99 /
@@ -36,7 +41,7 @@ SELF_LIMITED = 0x4 | 0x20 | 0x40
 
 
 @dataclass
-class Session:
+class ContentionVerdict:
     """The contention verdict of one sweep, with the evidence behind it."""
 
     quiet: bool
@@ -63,19 +68,19 @@ def tails(calls: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _busy_samples(clocks: dict) -> list[tuple[float, float, int]]:
+def _busy_samples(clocks: Clocks) -> list[tuple[float, float, int]]:
     """(SM MHz, utilization, clock-event reasons or -1) of the samples taken while the timed work
     ran: the harness's ``trace`` phase; for a program's capture (one ``run`` phase, setup and
     idle included), the samples where the GPU was busy."""
-    phases = clocks.get("phase", [])
-    reasons = clocks.get("reasons") or [-1] * len(phases)
-    rows = list(zip(clocks.get("sm_mhz", []), clocks.get("util_gpu", []), phases, reasons, strict=True))
+    phases = clocks.phase
+    reasons = clocks.reasons or [-1] * len(phases)
+    rows = list(zip(clocks.sm_mhz, clocks.util_gpu, phases, reasons, strict=True))
     traced = [(sm, u, r) for sm, u, p, r in rows if p == "trace"]
     return traced or [(sm, u, r) for sm, u, p, r in rows if p == "run" and u > 0]
 
 
-def _clock_summary(harness: dict[str, dict], max_sm: float | None) -> dict[str, float]:
-    samples = [x for h in harness.values() for x in _busy_samples(h.get("clocks") or {})]
+def _clock_summary(harness: dict[str, HarnessRecord], max_sm: float | None) -> dict[str, float]:
+    samples = [x for h in harness.values() for x in _busy_samples(h.clocks)]
     if not samples:
         return {}
     sm = pl.Series([x[0] for x in samples], dtype=pl.Float64)
@@ -90,20 +95,12 @@ def _clock_summary(harness: dict[str, dict], max_sm: float | None) -> dict[str, 
     return out
 
 
-def judge(sweep) -> Session:
-    """The contention verdict of a loaded ``sweep.Sweep``."""
+def judge(sweep: Sweep) -> ContentionVerdict:
+    """The contention verdict of a loaded sweep folder."""
     reasons: list[str] = []
-    pids = sorted(
-        {
-            int(p)
-            for h in sweep.harness.values()
-            for when in ("before", "after")
-            for p in h.get("other_processes", {}).get(when, [])
-        }
-    )
-    for when in ("gpu_before", "gpu_after"):
-        for app in sweep.manifest.get(when, {}).get("compute_apps", []):
-            pids = sorted(set(pids) | {int(app[0])})
+    m = sweep.manifest
+    seen = [p for h in sweep.harness.values() for p in h.other_pids]
+    pids = sorted({*seen, *m.gpu_before.compute_pids, *m.gpu_after.compute_pids})
     if pids:
         reasons.append(f"another process was on the GPU (pid {', '.join(map(str, pids))})")
 
@@ -117,7 +114,7 @@ def judge(sweep) -> Session:
             f"{slowest['median_ns'] / 1000:.2f} µs"
         )
 
-    max_sm = sweep.manifest.get("gpu_before", {}).get("clocks.max.sm")
+    max_sm = m.gpu_before.max_sm_mhz
     try:
         clocks = _clock_summary(sweep.harness, float(max_sm) if max_sm else None)
     except (TypeError, ValueError) as exc:
@@ -133,7 +130,7 @@ def judge(sweep) -> Session:
             notes.append(f"{low}, held there by the GPU's own power or thermal limit (NVML clock-event reasons) under this work")
         else:
             reasons.append(low)
-    return Session(quiet=not reasons, reasons=reasons, other_pids=pids, tails=t, clocks=clocks, notes=notes)
+    return ContentionVerdict(quiet=not reasons, reasons=reasons, other_pids=pids, tails=t, clocks=clocks, notes=notes)
 
 
 def band_position(value: float, lo: float | None, hi: float | None) -> str:

@@ -31,17 +31,20 @@ one task per export on a cluster) share every step:
 ``file`` when exports are kept apart. ``partial`` and ``finalize`` below run a view by name,
 routing each option to the step that takes it; ``table`` is both for one trace.
 
-Views are registered (``register(View(...))``): the CLI's ``--view`` choices, the pipeline and
-``run/chunked.py`` read the registry, so a new view is its module plus one ``register`` call (the
-built-in ones are registered below).
+A view module declares its view in one line (``VIEW = View("kernels", "kernel time per NVTX range
+and kernel", splittable=True)``), and the registry finds every module of this folder that does
+(``discover``, which reads the declaration from the source, so no view module is imported until it
+is used): the CLI's ``--view`` choices, the pipeline and ``run/chunked.py`` read the registry, so a
+new view is its one file.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import import_module
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -55,11 +58,13 @@ if TYPE_CHECKING:
 class View:
     """A view as the registry knows it, before its module (which needs Polars) is imported.
 
-    ``module`` holds ``COLUMNS`` and the steps ``read``, ``partial`` and ``finalize``; an ordered view
-    also ``split``, ``window`` and ``close`` (``run/chunked.py`` reads it in slices in time order)."""
+    A view module declares itself with one line, ``VIEW = View(name, summary, ...)`` (literal
+    arguments: the registry reads them from the source, ``discover``). ``module`` (filled in by
+    the registry) holds ``COLUMNS`` and the steps ``read``, ``partial`` and ``finalize``; an
+    ordered view also ``split``, ``window`` and ``close`` (``run/chunked.py`` reads it in slices in
+    time order)."""
 
     name: str
-    module: str
     summary: str
     # Partials of any subsets of the operations (with their launch calls) merge into the partial of
     # all: ``run/chunked.py`` reads such a view a piece at a time.
@@ -67,6 +72,7 @@ class View:
     # The partial needs the operations in order of start time: read as pieces split by launch, then
     # as slices in time order, carrying what a slice needs of the earlier ones, then merged.
     ordered: bool = False
+    module: str = ""  # the module that declares it
 
     def load(self) -> ModuleType:
         return import_module(self.module)
@@ -92,27 +98,46 @@ def register(view: View) -> View:
         raise ValueError(f"view name {view.name!r} is not an identifier")
     if view.splittable and view.ordered:
         raise ValueError(f"view {view.name}: a view is read in pieces (splittable) or in time order (ordered), not both")
+    if not view.module:
+        raise ValueError(f"view {view.name}: no module")
     REGISTRY[view.name] = view
     return view
 
 
-for _view in (
-    View("kernels", f"{__name__}.kernels", "kernel time per NVTX range and kernel", splittable=True),
-    View("ranges", f"{__name__}.ranges", "GPU time projected per NVTX range, and its CPU time", ordered=True),
-    View("api", f"{__name__}.api", "CUDA API calls per function", splittable=True),
-    View("memops", f"{__name__}.memops", "memory operations by kind: bytes, time, bandwidth", splittable=True),
-    View("gaps", f"{__name__}.gaps", "GPU idle intervals and what ran around them", ordered=True),
-    View("utilization", f"{__name__}.utilization", "per device: busy, compute, communication, memory, idle", ordered=True),
-    View("launch", f"{__name__}.launch", "per kernel: launch call and queue time before the kernel starts", splittable=True),
-    View("sync", f"{__name__}.sync", "blocking synchronization calls and what they cost", splittable=True),
-    View("idle", f"{__name__}.idle", "GPU idle time by cause, or the longest idle intervals", ordered=True),
-    View("nccl", f"{__name__}.nccl", "NCCL collectives per device and rank: kernels, time, bytes"),
-    View("overlap", f"{__name__}.overlap", "NCCL time hidden behind compute, and exposed, per step", ordered=True),
-    View("stragglers", f"{__name__}.stragglers", "per step: the slowest rank and by how much"),
-    View("hist", f"{__name__}.hist", "duration histogram per kernel (or per range)"),
-    View("pace", f"{__name__}.pace", "instances in order: interval, gap, drift"),
-):
-    register(_view)
+def declared(file: Path) -> View | None:
+    """The ``VIEW = View(...)`` a module's source declares at its top level, read without
+    importing it (so that listing views needs no Polars); None where it declares none."""
+    import ast
+
+    for node in ast.parse(file.read_text(encoding="utf-8"), str(file)).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        call = node.value if target is not None else None
+        if not (isinstance(target, ast.Name) and target.id == "VIEW" and isinstance(call, ast.Call)):
+            continue
+        if not (isinstance(call.func, ast.Name) and call.func.id == View.__name__):
+            continue
+        try:
+            args = [ast.literal_eval(a) for a in call.args]
+            kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+        except ValueError:
+            raise ValueError(f"{file}: VIEW = View(...) takes literal arguments only") from None
+        return View(*args, **kwargs)
+    return None
+
+
+def discover(folder: Path, package: str) -> list[View]:
+    """Register every module of ``folder`` (the package ``package``, "" for a folder on
+    ``sys.path``) that declares a view, in order of file name; the views it registered."""
+    found = []
+    for file in sorted(folder.glob("*.py")):
+        view = declared(file)
+        if view is not None:
+            module = f"{package}.{file.stem}" if package else file.stem
+            found.append(register(replace(view, module=module)))
+    return found
+
+
+discover(Path(__file__).parent, __name__)
 
 
 def names() -> tuple[str, ...]:

@@ -12,7 +12,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from . import View
 from . import stats as metrics
+
+VIEW = View("api", "CUDA API calls per function", splittable=True)
 
 MEASURED = {"duration_ns": "{}_ns"}
 COLUMNS = ("api", "instances", *metrics.timed())

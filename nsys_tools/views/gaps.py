@@ -17,6 +17,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from . import View
+
+VIEW = View("gaps", "GPU idle intervals and what ran around them", ordered=True)
+
 MIN_GAP_NS = 100_000
 DEVICE = ("gpu_id", "gpu_name")
 OP = ("name", "range", "stream_id")
@@ -24,10 +28,10 @@ COLUMNS = (
     "gap_ns",
     "gap_start_ns",
     "gap_end_ns",
-    "before",
+    "before_name",
     "before_range",
     "before_stream",
-    "after",
+    "after_name",
     "after_range",
     "after_stream",
 )
@@ -54,16 +58,16 @@ def partial(ops: pl.LazyFrame, keys: Sequence[str], *, min_gap_ns: int = MIN_GAP
         before_i=holder.shift(1).over(line),
     )
     gaps = marked.filter(pl.col("start_ns") - pl.col("gap_start_ns") >= min_gap_ns)
-    before = ordered.select(before_i="i", before="name", before_range="range", before_stream="stream_id")
+    before = ordered.select(before_i="i", before_name="name", before_range="range", before_stream="stream_id")
     return gaps.join(before, on="before_i", how="left").select(
         *line,
         gap_ns=pl.col("start_ns") - pl.col("gap_start_ns"),
         gap_start_ns="gap_start_ns",
         gap_end_ns="start_ns",
-        before="before",
+        before_name="before_name",
         before_range="before_range",
         before_stream="before_stream",
-        after="name",
+        after_name="name",
         after_range="range",
         after_stream="stream_id",
     )

@@ -15,7 +15,10 @@ from collections.abc import Sequence
 import polars as pl
 
 from ..read import frames as events
+from . import View
 from . import stats as metrics
+
+VIEW = View("hist", "duration histogram per kernel (or per range)")
 
 BINS = 10
 COLUMNS = ("name", "bin", "bin_min_ns", "bin_max_ns", "instances", "share")

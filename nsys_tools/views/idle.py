@@ -26,7 +26,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from . import View
 from .gaps import timeline
+
+VIEW = View("idle", "GPU idle time by cause, or the longest idle intervals", ordered=True)
 
 CAUSES = ("sync", "host", "memory", "other")
 COLUMNS = ("cause", "intervals", "total_ns", "idle_pct", "longest_ns", "longest_start_ns")

@@ -11,7 +11,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from . import View
 from . import stats as metrics
+
+VIEW = View("kernels", "kernel time per NVTX range and kernel", splittable=True)
 
 MEASURED = {"duration_ns": "{}_ns"}
 COLUMNS = ("range", "kernel", "instances", *metrics.timed())
@@ -20,7 +23,22 @@ COLUMNS = ("range", "kernel", "instances", *metrics.timed())
 def read(
     trace, by: Sequence[str], *, names: str = "demangled", include_memops: bool = False, nesting: str = "innermost"
 ) -> pl.LazyFrame:
-    """Attributed GPU operations: ``by`` columns, ``range``, ``kernel`` and ``duration_ns``.
+    """Attributed GPU operations: ``by`` columns, ``range``, ``kernel`` and ``duration_ns``
+    (``operations``)."""
+    return operations(trace, by, names=names, include_memops=include_memops, nesting=nesting)
+
+
+def operations(
+    trace,
+    by: Sequence[str],
+    *,
+    carry: Sequence[str] = (),
+    names: str = "demangled",
+    include_memops: bool = False,
+    nesting: str = "innermost",
+) -> pl.LazyFrame:
+    """Attributed GPU operations: ``by`` columns, ``range``, ``kernel``, ``duration_ns``, and the
+    columns of ``Trace.gpu_ops`` named in ``carry`` (``start_ns``, for calls in order).
     ``kernel`` is the demangled name (memory operations: their label); with ``names="short"``,
     nsys's short name and the demangled one joined by ``SEP``, so that kernels are still told
     apart by their full names until ``finalize`` (``short_names``) shows them short.
@@ -28,15 +46,15 @@ def read(
     (``read.names.op_name``)."""
     kinds = ("kernel", "memcpy", "memset") if include_memops else ("kernel",)
     wanted = ["short_name", "name"] if names == "short" else ["name"]
-    ops = trace.gpu_ops(attributed=True, nesting=nesting, columns=[*by, *wanted, "duration_ns"], kinds=kinds)
+    ops = trace.gpu_ops(attributed=True, nesting=nesting, columns=[*by, *carry, *wanted, "duration_ns"], kinds=kinds)
     # A name holding the separator itself (a hostile export) shows it as U+FFFD: the key splits once.
     unsep = {c: pl.col(c).str.replace_all(SEP, "\ufffd", literal=True) for c in ("short_name", "name")}
     kernel = pl.concat_str(unsep["short_name"], pl.lit(SEP), unsep["name"]) if names == "short" else pl.col("name")
     if names == "op":
         from ..read.names import op_name
 
-        return ops.select(*by, op_name(pl.col("range")).alias("range"), "duration_ns", kernel=kernel)
-    return ops.select(*by, "range", "duration_ns", kernel=kernel)
+        return ops.select(*by, op_name(pl.col("range")).alias("range"), *carry, "duration_ns", kernel=kernel)
+    return ops.select(*by, "range", *carry, "duration_ns", kernel=kernel)
 
 
 SEP = "\x1f"  # the unit separator, in no kernel name: between the short and the full name

@@ -17,8 +17,11 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from . import View
 from . import stats as metrics
 from .api import display
+
+VIEW = View("launch", "per kernel: launch call and queue time before the kernel starts", splittable=True)
 
 MEASURED = {"exec_ns": "exec_{}_ns", "api_ns": "api_{}_ns", "duration_ns": "kernel_{}_ns"}
 QUEUE = {"queue_ns": "queue_{}_ns"}

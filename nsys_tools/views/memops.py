@@ -2,7 +2,7 @@
 ``cuda_gpu_mem_time_sum`` (time) in one table, with the bandwidth they reached.
 
 ``operation`` is nsys's label: ``[CUDA memcpy Host-to-Device]``, ``[CUDA memset]``, ...;
-``gbps`` is total bytes over total time (GB/s, 10^9 bytes per second).
+``gb_per_s`` is total bytes over total time (GB/s, 10^9 bytes per second).
 """
 
 from __future__ import annotations
@@ -11,10 +11,13 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from . import View
 from . import stats as metrics
 
+VIEW = View("memops", "memory operations by kind: bytes, time, bandwidth", splittable=True)
+
 MEASURED = {"bytes": "{}_bytes", "duration_ns": "{}_ns"}
-COLUMNS = ("operation", "instances", *metrics.named("{}_bytes", metrics.STATS[:6]), *metrics.timed()[:7], "gbps")
+COLUMNS = ("operation", "instances", *metrics.named("{}_bytes", metrics.STATS[:6]), *metrics.timed()[:7], "gb_per_s")
 
 
 def read(trace, by: Sequence[str]) -> pl.LazyFrame:
@@ -31,7 +34,7 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
     merged = metrics.merge(partials, groups, list(MEASURED))
     return (
         metrics.finalize(merged, groups, MEASURED)
-        .with_columns(time_pct=metrics.share("total_ns", keys), gbps=pl.col("total_bytes") / pl.col("total_ns"))
+        .with_columns(time_pct=metrics.share("total_ns", keys), gb_per_s=pl.col("total_bytes") / pl.col("total_ns"))
         .select(*keys, *COLUMNS)
         .sort(["total_ns", *groups], descending=[True] + [False] * len(groups), nulls_last=True)
     )

@@ -15,7 +15,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from . import View
 from . import stats as metrics
+
+VIEW = View("nccl", "NCCL collectives per device and rank: kernels, time, bytes")
 
 MEASURED = {"duration_ns": "{}_ns"}
 COLUMNS = ("collective", "instances", *metrics.timed(), "bytes")

@@ -16,8 +16,11 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from . import View
 from . import utilization as U
 from .gaps import timeline
+
+VIEW = View("overlap", "NCCL time hidden behind compute, and exposed, per step", ordered=True)
 
 STEP = ("step", "step_start_ns")
 COLUMNS = ("step", "step_start_ns", "start_ns", "end_ns", "compute_ns", "nccl_ns", "overlapped_ns", "exposed_ns", "overlap_pct")

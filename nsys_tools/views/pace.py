@@ -14,7 +14,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from . import View
 from .hist import projected
+
+VIEW = View("pace", "instances in order: interval, gap, drift")
 
 COLUMNS = ("name", "instance", "start_ns", "duration_ns", "interval_ns", "gap_ns", "drift_ns")
 

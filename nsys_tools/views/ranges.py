@@ -23,7 +23,10 @@ from collections.abc import Sequence
 import polars as pl
 
 from ..read import frames as events
+from . import View
 from . import stats as metrics
+
+VIEW = View("ranges", "GPU time projected per NVTX range, and its CPU time", ordered=True)
 
 NAME = ("domain", "range", "style")
 MEASURED = {"proj_ns": "proj_{}_ns"}

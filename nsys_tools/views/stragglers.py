@@ -15,6 +15,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from . import View
+
+VIEW = View("stragglers", "per step: the slowest rank and by how much")
+
 RANK = ("pid", "process_name")
 COLUMNS = (
     "step_index",

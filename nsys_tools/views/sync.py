@@ -11,8 +11,11 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from . import View
 from . import stats as metrics
 from .api import display
+
+VIEW = View("sync", "blocking synchronization calls and what they cost", splittable=True)
 
 MEASURED = {"duration_ns": "{}_ns"}
 COLUMNS = ("api", "instances", *metrics.timed(), "threads", "thread_pct")

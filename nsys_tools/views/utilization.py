@@ -22,7 +22,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from . import View
 from .gaps import timeline
+
+VIEW = View("utilization", "per device: busy, compute, communication, memory, idle", ordered=True)
 
 # Classes in order of precedence; level L of the union holds the classes up to L (0: compute;
 # 1: compute and communication; 2: all), and level 3 communication alone (for ``overlap``).
