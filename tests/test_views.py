@@ -150,6 +150,21 @@ def test_busy_time_is_the_union_of_intervals():
     assert frame.group_by("k").agg(busy=union_ns()).sort("k").rows() == [(1, 30), (2, 2)]
 
 
+def test_nesting_of_chained_and_crossing_ranges():
+    """Around one call: a chain (outer, then two over the same interval: the first opened is the
+    outer) and, around another, start/end ranges that cross: A [0, 10] and B [5, 15] each span
+    C [6, 8] but not each other, so C sits at level 2 under B, the later start."""
+    from nsys_tools.views.ranges import ancestry
+
+    rows = [  # range_instance, start, end, correlation id of the call it encloses
+        (1, 0, 100, 7), (2, 10, 20, 7), (3, 10, 20, 7),
+        (10, 0, 10, 9), (11, 5, 15, 9), (12, 6, 8, 9),
+    ]  # fmt: skip
+    pairs = pl.LazyFrame(rows, schema=["range_instance", "range_start_ns", "range_end_ns", "correlation_id"], orient="row")
+    found = ancestry(pairs.with_columns(global_pid=pl.lit(1))).collect().sort("range_instance")
+    assert found.rows() == [(1, 0, None), (2, 1, 1), (3, 2, 2), (10, 0, None), (11, 0, None), (12, 2, 11)]
+
+
 # Whole runs: utilization, launch and sync, each against an independent SQL computation over
 # the export (no twin was captured for these fixtures: the recipes need a GPU machine's nsys).
 

@@ -3,12 +3,15 @@
 A GPU operation belongs to the NVTX ranges that enclose the API call that launched it, on the
 thread that launched it (nsys's projection). Everything here is joins, no loops over rows:
 
-* push/pop ranges nest on their thread, so a running count of opens minus closes gives each
-  range its depth and each API call the depth it was made at; the innermost enclosing range is
-  then an as-of join on (thread, depth): the last range opened at that depth before the call.
-  All enclosing ranges are one such join per depth level (a loop over levels, not rows).
-* start/end ranges need not nest, so they are matched with an equi-join on the thread and a
-  filter on the times. They are usually few.
+* the innermost push/pop range, where no start/end range is wanted: push/pop ranges nest on
+  their thread, so a running count of opens minus closes gives each range its depth and each
+  API call the depth it was made at; the innermost enclosing range is then an as-of join on
+  (thread, depth): the last range opened at that depth before the call.
+* every enclosing range (of either style, at any depth): on each thread the launching calls,
+  sorted by start, are numbered; a range encloses a run of consecutive numbers, from its first
+  call starting at or after its own start to its last call starting at or before its end (two
+  as-of joins), expanded into one row per call and kept where the call also ends inside it.
+  The work is the number of (operation, range) pairs, whatever the depth.
 """
 
 from __future__ import annotations
@@ -99,47 +102,49 @@ def _range_fields(matched: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _pushpop_candidates(ops: pl.LazyFrame, ranges: pl.LazyFrame, nesting: Nesting) -> pl.LazyFrame:
-    pushpop, events = _pushpop_depths(ranges)
-    calls = ops.filter(pl.col("global_tid").is_not_null()).select("op_id", "global_tid", "api_start_ns", "api_end_ns")
-    at = (
-        calls.sort("api_start_ns")
-        .join_asof(events, left_on="api_start_ns", right_on="t", by="global_tid", strategy="backward", check_sortedness=False)
-        .filter(pl.col("depth") > 0)
+def _enclosing(ops: pl.LazyFrame, ranges: pl.LazyFrame) -> pl.LazyFrame:
+    """Each (operation, range) pair where the range encloses the call that launched the
+    operation, on the call's thread: ``op_id`` and the range's fields. A push/pop range must
+    last (a zero-length one encloses nothing); a start/end range may not."""
+    calls = (
+        ops.filter(pl.col("global_tid").is_not_null())
+        .select("op_id", "global_tid", "api_start_ns", "api_end_ns")
+        .sort("global_tid", "api_start_ns", "op_id")
+        .with_row_index("call")
     )
-    if nesting == "innermost":
-        levels = [at]
-    else:
-        max_depth = at.select(pl.col("depth").max()).collect().item() or 0
-        levels = [at.filter(pl.col("depth") >= k).with_columns(depth=pl.lit(k, pl.Int64)) for k in range(1, max_depth + 1)]
-    found = [
-        level.sort("api_start_ns")
+    starts = calls.group_by("global_tid", "api_start_ns").agg(first=pl.col("call").min(), last=pl.col("call").max())
+    spans = ranges.filter((pl.col("style") == "startend") | (pl.col("end_ns") > pl.col("start_ns")))
+    runs = (
+        spans.select("range_instance", "global_tid", "start_ns", "end_ns")
+        .sort("start_ns")
         .join_asof(
-            pushpop,
-            left_on="api_start_ns",
-            right_on="start_ns",
-            by=["global_tid", "depth"],
+            starts.select("global_tid", "api_start_ns", "first").sort("api_start_ns"),
+            left_on="start_ns",
+            right_on="api_start_ns",
+            by="global_tid",
+            strategy="forward",
+            check_sortedness=False,
+        )
+        .drop("api_start_ns")
+        .sort("end_ns")
+        .join_asof(
+            starts.select("global_tid", "api_start_ns", "last").sort("api_start_ns"),
+            left_on="end_ns",
+            right_on="api_start_ns",
+            by="global_tid",
             strategy="backward",
             check_sortedness=False,
         )
-        .filter(pl.col("end_ns") >= pl.col("api_end_ns"))
-        for level in levels
-    ]
-    if not found:
-        return _range_fields(
-            pushpop.select("start_ns", "end_ns", *RANGE_COLUMNS, "range_instance", "style", op_id=pl.lit(0, pl.UInt32)).clear()
-        )
-    return _range_fields(pl.concat(found, how="diagonal_relaxed"))
-
-
-def _startend_candidates(ops: pl.LazyFrame, ranges: pl.LazyFrame) -> pl.LazyFrame:
-    startend = ranges.filter(pl.col("style") == "startend")
-    matched = (
-        ops.select("op_id", "global_tid", "api_start_ns", "api_end_ns")
-        .join(startend, on="global_tid", how="inner")
-        .filter((pl.col("start_ns") <= pl.col("api_start_ns")) & (pl.col("end_ns") >= pl.col("api_end_ns")))
+        .filter(pl.col("first") <= pl.col("last"))
+        .select("range_instance", "end_ns", call=pl.int_ranges("first", pl.col("last") + 1, dtype=pl.UInt32))
+        .explode("call")
     )
-    return _range_fields(matched)
+    pairs = (
+        runs.join(calls.select("call", "op_id", "api_end_ns"), on="call")
+        .filter(pl.col("api_end_ns") <= pl.col("end_ns"))
+        .select("op_id", "range_instance")
+    )
+    return _range_fields(pairs.join(spans, on="range_instance"))
 
 
 def _innermost_pushpop(ops: pl.LazyFrame, ranges: pl.LazyFrame) -> pl.LazyFrame:
@@ -183,7 +188,7 @@ def project(
         return _innermost_pushpop(launches(ops, calls).drop(drop), ranges)
     # The id is assigned before any join: joins need not keep row order, and ``ops`` is read twice.
     ops = launches(ops.with_row_index("op_id"), calls).drop(drop)
-    candidates = pl.concat([_pushpop_candidates(ops, ranges, nesting), _startend_candidates(ops, ranges)])
+    candidates = _enclosing(ops, ranges)
     carried = RANGE_COLUMNS
     if nesting == "innermost":
         candidates = candidates.sort("op_id", "range_start_ns").unique("op_id", keep="last")

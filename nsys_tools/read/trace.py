@@ -331,7 +331,13 @@ class Trace:
             if "label" in schema:
                 present = [n for n in KERNEL_NAMES.values() if n in schema]
                 label = pl.col("label").cast(pl.String)
-                named = named.with_columns(pl.coalesce(n, label).alias(n) for n in present).drop("label")
+                # Filled on the memory operations alone, then put back in order: a row-wise pick
+                # over the whole column would copy every kernel's name into a new column (a 20 MB
+                # name once per kernel).
+                named = named.with_row_index("__row")
+                memop = pl.col("label").is_not_null()
+                filled = named.filter(memop).with_columns(pl.coalesce(n, label).alias(n) for n in present)
+                named = pl.concat([named.filter(~memop), filled], how="vertical_relaxed").sort("__row").drop("__row", "label")
             placed = self._placed(named, columns)  # after attribution: old exports learn the process from the call
             return placed if columns is None else _only(placed, [*columns, *(ATTRIBUTION if attributed else ())])
 

@@ -50,6 +50,10 @@ def read(trace, by: Sequence[str]) -> pl.LazyFrame:
 def partial(ops: pl.LazyFrame, keys: Sequence[str], *, min_gap_ns: int = MIN_GAP_NS) -> pl.LazyFrame:
     """The gaps of at least ``min_gap_ns`` on each timeline, with the operations around them."""
     line = timeline(keys)
+    # Names travel as categories: a sort or join of text copies each row's (a 20 MB kernel name
+    # once per kernel); a category is a number, its text kept once.
+    names = [c for c in OP if ops.collect_schema()[c] == pl.String]
+    ops = ops.with_columns(pl.col(names).cast(pl.Categorical))
     ordered = ops.sort([*line, "start_ns", "end_ns"], nulls_last=True).with_row_index("i")
     # The operation holding the timeline busy so far: the latest to reach the running maximum end.
     holder = pl.when(pl.col("end_ns") == pl.col("end_ns").cum_max()).then(pl.col("i")).forward_fill()

@@ -75,11 +75,42 @@ def ancestry(pairs: pl.LazyFrame) -> pl.LazyFrame:
     """Per range instance: ``level``, the number of instances that enclose it, and ``parent``,
     the innermost of them (null at the top). An instance's ancestors all enclose each launch
     call it encloses, so one call per instance finds them (any one: pieces of the operations
-    split by launch give the same answer): the instances around that call that also span it."""
-    spans = pairs.select("range_instance", "range_start_ns", "range_end_ns", *LAUNCH).unique()
-    one_call = spans.group_by("range_instance").agg(pl.all().sort_by("correlation_id").first())
+    split by launch give the same answer): the instances around that call that also span it.
+
+    The instances around one call, ordered outer first (by start, then the later end, then the
+    one opened first), are usually a chain, each inside the one before: then an instance's level
+    is its place in the chain and its parent the one before it, found for every instance in one
+    sort, whatever the depth. Where start/end ranges cross, the chain is not nested, and its
+    instances are matched pairwise."""
+    one_call = pairs.group_by("range_instance").agg(pl.col(*LAUNCH).sort_by("correlation_id").first())
+    outer_first = ["range_start_ns", "range_end_ns", "range_instance"]
+    chains = (
+        pairs.select("range_instance", "range_start_ns", "range_end_ns", *LAUNCH)
+        .join(one_call.select(*LAUNCH).unique(), on=list(LAUNCH), how="semi")
+        .unique()
+        .sort([*LAUNCH, *outer_first], descending=[False, False, False, True, False])
+        .with_columns(
+            level=pl.int_range(pl.len(), dtype=pl.Int64).over(LAUNCH),
+            parent=pl.col("range_instance").shift(1).over(LAUNCH),
+            nested=(pl.col("range_end_ns") <= pl.col("range_end_ns").shift(1)).fill_null(True).all().over(LAUNCH),
+        )
+    )
+    placed = one_call.join(chains, on=["range_instance", *LAUNCH])
+    return pl.concat(
+        [
+            placed.filter(pl.col("nested")).select("range_instance", "level", "parent"),
+            _pairwise(placed.filter(~pl.col("nested")), chains),
+        ],
+        how="vertical_relaxed",
+    )
+
+
+def _pairwise(placed: pl.LazyFrame, chains: pl.LazyFrame) -> pl.LazyFrame:
+    """``ancestry`` of the instances in ``placed`` (each with its call and span), from every
+    instance around the call (``chains``) that also spans it."""
     around = (
-        one_call.join(spans, on=list(LAUNCH), suffix="_outer")
+        placed.select("range_instance", "range_start_ns", "range_end_ns", *LAUNCH)
+        .join(chains.select("range_instance", "range_start_ns", "range_end_ns", *LAUNCH), on=list(LAUNCH), suffix="_outer")
         .filter(
             (pl.col("range_instance_outer") != pl.col("range_instance"))
             & (pl.col("range_start_ns_outer") <= pl.col("range_start_ns"))
@@ -101,8 +132,7 @@ def ancestry(pairs: pl.LazyFrame) -> pl.LazyFrame:
         .select("range_instance", parent="range_instance_outer")
     )
     return (
-        spans.select("range_instance")
-        .unique()
+        placed.select("range_instance")
         .join(level, on="range_instance", how="left")
         .join(parent, on="range_instance", how="left")
         .with_columns(pl.col("level").fill_null(0))

@@ -54,7 +54,24 @@ def partial(rows: pl.LazyFrame, by: Sequence[str], measured: Sequence[str], summ
         aggs += [total.alias(f"{c}:total"), pl.col(c).min().alias(f"{c}:min"), pl.col(c).max().alias(f"{c}:max")]
         aggs.append(pl.col(c).drop_nulls().sort().rle().alias(f"{c}:values"))
     aggs += [pl.col(c).cast(pl.Int128).sum().alias(f"{c}:total") for c in summed]
-    return rows.group_by(list(by)).agg(aggs)
+    return grouped(rows, by, aggs)
+
+
+def grouped(rows: pl.LazyFrame, by: Sequence[str], aggs: Sequence[pl.Expr]) -> pl.LazyFrame:
+    """``rows.group_by(by).agg(aggs)``, its text keys grouped as categories: a group-by on
+    several keys copies each row's text keys into one row key, so a 20 MB kernel name shared by
+    a million kernels would be copied a million times; categories hash each row's text and keep
+    one copy of each distinct text."""
+    schema = rows.collect_schema()
+    text = [c for c in by if schema[c] == pl.String]
+    if len(by) < 2 or not text:
+        return rows.group_by(list(by)).agg(aggs)
+    return (
+        rows.with_columns(pl.col(text).cast(pl.Categorical))
+        .group_by(list(by))
+        .agg(aggs)
+        .with_columns(pl.col(text).cast(pl.String))
+    )
 
 
 def merge(partials: pl.LazyFrame, by: Sequence[str], measured: Sequence[str], summed: Sequence[str] = ()) -> pl.LazyFrame:
@@ -68,7 +85,7 @@ def merge(partials: pl.LazyFrame, by: Sequence[str], measured: Sequence[str], su
             pl.col(f"{c}:values").explode(),
         ]
     aggs += [pl.col(f"{c}:total").cast(pl.Int128).sum() for c in summed]
-    return partials.group_by(list(by)).agg(aggs)
+    return grouped(partials, by, aggs)
 
 
 STATS = ("total", "mean", "median", "min", "max", "stddev", "p10", "p90")
