@@ -2,7 +2,7 @@
 # The H200 captures behind reports/variants.md's bf16, backward, rules-grid and wide-row sections.
 # Run from the repository root on the GPU machine, after `source .device/nsys-env.sh` (NSYS) and
 # with Liger-Kernel 0.8.5 importable:  bash reports/layernorm-train.sh <step> <commit> <out-dir>
-# Steps: tests, ncu, bf16, bwd32, bwd16, grid-reuse, grid-rotate. Each writes its folder under
+# Steps: tests, ncu, bf16, bwd32, bwd16, grid-reuse, grid-rotate, grid-resume. Each writes its folder under
 # reports/sweeps/ (sweeps) or its text under <out-dir> (tests, ncu).
 set -uo pipefail
 step=$1 commit=$2 out=$3
@@ -33,6 +33,8 @@ launch__registers_per_thread,launch__grid_size,launch__block_size,launch__waves_
   bwd16) sweep --plugin nsys_tools.kernels.layernorm_bwd --op layernorm_bwd_bf16 --control liger --outputs reuse --out "reports/sweeps/$stamp-ln-bwd-bf16-reuse" ;;
   grid-reuse | grid-rotate)
     policy=${step#grid-}
-    sweep --op layernorm --shapes "$GRID" --impls ours,liger,torch,copy --control liger --outputs "$policy" \
+    sweep --op layernorm --shapes "$GRID" --impls ours,liger,copy --control liger --outputs "$policy" \
       --out "reports/sweeps/$stamp-ln-grid-$policy" ;;
+  grid-resume)  # bash reports/layernorm-train.sh grid-resume <commit> <out-dir> <policy> <sweep folder>
+    sweep --resume --op layernorm --shapes "$GRID" --impls ours,liger,copy --control liger --outputs "$4" --out "$5" ;;
 esac

@@ -57,6 +57,8 @@ def test_matches_float64_reference(op_name, name, shape):
     if shape not in COMPILED.get(name, SHAPES):
         pytest.skip(f"{name} compiles per shape: checked at {', '.join(COMPILED[name])}")
     op = OPS[op_name]
+    if op in BACKWARD and shape.endswith("x1"):
+        pytest.skip("one column: dx is exactly zero, so a relative error has no scale")
     _check(op, name, op.parse_shape(shape))
 
 
