@@ -15,6 +15,7 @@ from pathlib import Path
 from nsys_tools.plugin import Buffers, UnsupportedShape
 
 from .plans import BULK_NAME, CLUSTER_NAME, HELD_MAX_N, HELD_NAME, STAGED_NAME
+from .rows import row_plan
 
 SOURCE = Path(__file__).with_name("layernorm.cu")
 NVRTC_OPTIONS = ("--std=c++17",)
@@ -22,6 +23,7 @@ NVRTC_OPTIONS = ("--std=c++17",)
 # these too, so that its registers match what the GPU ran (checked against traces).
 CUPY_IMPLICIT_OPTIONS = ("-ftz=true",)
 SM_COUNT_DEFAULT = 132  # H200; the launcher asks the device
+FP32_BYTES = 4
 SHARED_PER_SM = 228 * 1024  # sm_90: shared memory per SM, of which 1 KB is reserved per block
 
 
@@ -56,55 +58,21 @@ class Launch:
     shared_bytes: int = 0  # dynamic shared memory per block
 
 
-# (widest row, threads per row, rows per block, cache policy) for the register-held path, chosen
-# from measurements on the H200 (reports/variants.md): rows up to 768 floats go one warp per row
-# (four rows to a block below PRELOAD_FROM_ELEMENTS), up to 1024 floats two warps; wider rows take
-# more threads, each holding at most 8 float4 slots (128 threads up to 4096 floats, 256 up to
-# 8192, 512 beyond). Up to 8192
-# floats gamma and beta are loaded with x, before the reduction, as Liger's and Inductor's
-# kernels do (PRELOAD); rows of 16384 floats keep streaming (evict-first) loads and stores
-# instead: the preload's registers would halve the rows in flight there.
 PRELOAD = 8  # the cache-policy bit of ln_held that loads gamma and beta with x
-HELD_PLAN_VEC4 = (
-    (768, 32, 4, PRELOAD),
-    (1024, 64, 1, PRELOAD),
-    (4096, 128, 1, PRELOAD),
-    (8192, 256, 1, PRELOAD),
-    (HELD_MAX_N, 512, 1, 2),
-)
-HELD_PLAN_VEC1 = ((1024, 128, 1, 0), (2048, 256, 1, 0), (4096, 512, 1, 0), (HELD_MAX_N, 1024, 1, 0))
-# Below this many elements (12 MiB of fp32) the grid fits the GPU in about one wave, and the
-# registers the preload takes cost more than the latency it hides (1024x2048: 6.02 µs against
-# 5.66 without; 2048x768: 4.83 against 4.74); from it on the preload wins (4096x768 one row a
-# block: 7.81 against 8.61).
-PRELOAD_FROM_ELEMENTS = 3 << 20
-# One warp per block, not four rows a block, from this many rows on (14.37 and 14.50 µs against
-# 15.01 and 15.06 at 8192x768 without the preload), and wherever the preload is on.
-ONE_ROW_BLOCKS_FROM_M = 8192
-# Up to this width the dispatcher compiles N into the kernel (one build per N, as Inductor does)
-# where one warp holds the row or gamma and beta are not preloaded: masks and divisions by N go,
-# and those rows gain 1-4% (sweeps 20261130-011732-ln-fixed-*: 2048x768 4.70 -> 4.54 µs rotate,
-# 4.32 -> 4.13 reuse; 8192x768 reuse 12.67 -> 12.46; 1024x2048 5.18 -> 5.09). With the preload
-# and more than one warp per row it loses (20261130-012712-ln-reuse: 8192x1024 17.95 µs against
-# 17.12, 4096x2048 18.02 against 17.28 in 20261129-231949-ln-reuse). Wider rows are unmeasured.
-FIXED_N_UP_TO = 2048
+STREAMING = 2  # the cache policy of streaming (evict-first) loads and stores
 
 
-def held_for(n: int, vec: int, tpr: int | None = None, m: int = 0) -> Held:
-    """The register-held instantiation for ``m`` rows of ``n`` floats read ``vec`` at a time;
-    ``tpr`` forces the threads per row (one row per block, default caching)."""
+def held_for(n: int, vec: int, tpr: int | None = None, m: int = 0, sm_count: int = SM_COUNT_DEFAULT) -> Held:
+    """The register-held instantiation for ``m`` rows of ``n`` floats read ``vec`` at a time,
+    laid out by the rule of ``nsys_tools.kernels.rows``; ``tpr`` forces the threads per row (one
+    row per block, default caching)."""
     if n > HELD_MAX_N:
         raise UnsupportedShape(None, f"the register-held kernels cover rows up to N = {HELD_MAX_N}, got N = {n}")
-    rpb, cache, nfix = 1, 0, 0
-    if tpr is None:
-        _, tpr, rpb, cache = next(row for row in (HELD_PLAN_VEC4 if vec == 4 else HELD_PLAN_VEC1) if n <= row[0])
-        if m * n < PRELOAD_FROM_ELEMENTS:
-            cache &= ~PRELOAD
-        if tpr == 32 and (m >= ONE_ROW_BLOCKS_FROM_M or cache & PRELOAD):
-            rpb = 1
-        if n <= FIXED_N_UP_TO and (tpr == 32 or not cache & PRELOAD):
-            nfix = n
-    return Held(tpr, math.ceil(n / vec / tpr), vec, rpb, cache, nfix=nfix)
+    if tpr is not None:
+        return Held(tpr, math.ceil(n / vec / tpr), vec)
+    plan = row_plan(m, n, FP32_BYTES, vec == 4, sm_count)
+    cache = PRELOAD if plan.preload else STREAMING if plan.streaming else 0
+    return Held(plan.tpr, plan.slots, plan.vec, plan.rpb, cache, nfix=plan.nfix)
 
 
 def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM_COUNT_DEFAULT, arch: int = 90) -> Launch:
@@ -144,7 +112,7 @@ def launch_config(variant: str, m: int, n: int, vec: int = 4, sm_count: int = SM
         if held.threads > 1024:
             raise UnsupportedShape(None, f"{variant} asks for {held.threads} threads per block (at most 1024)")
     else:
-        held, pad = held_for(n, vec, tpr=128 if variant == "row_held" else None, m=m), 0
+        held, pad = held_for(n, vec, tpr=128 if variant == "row_held" else None, m=m, sm_count=sm_count), 0
     if variant in ("ours_nc", "ours_cs", "ours_pf"):  # the dispatcher's plan under another cache policy
         held = replace(held, cache=(held.cache & PRELOAD) | {"ours_nc": 1, "ours_cs": 2, "ours_pf": 3}[variant])
     elif variant == "ours_2rows" and held.threads <= 512:

@@ -31,13 +31,21 @@ def layer_norm_into(x, w, b, y, eps: float):
     return y.copy_(F.layer_norm(x, (x.shape[-1],), w, b, eps))
 
 
-def _compiled():
+def configure_dynamo() -> None:
+    """The cache folder and a recompile limit that fits a sweep's shapes (also for the
+    backward's Inductor control)."""
     import torch
 
     os.environ.setdefault(CACHE_ENV, str(DEFAULT_CACHE))
     config = torch._dynamo.config
     name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
     setattr(config, name, max(getattr(config, name), RECOMPILE_LIMIT))
+
+
+def _compiled():
+    import torch
+
+    configure_dynamo()
     return torch.compile(layer_norm_into, dynamic=False, fullgraph=True)
 
 

@@ -77,7 +77,9 @@ def test_held_plan_keeps_the_row_in_registers():
     assert held_for(768, 4, m=2048) == Held(32, 6, 4, rpb=4, nfix=768)
     # from 12 MiB on, gamma and beta are loaded with x (cache bit 8), one warp per block
     assert held_for(768, 4, m=4096) == Held(32, 6, 4, rpb=1, cache=8, nfix=768)
-    assert held_for(256, 4, m=8192) == Held(32, 2, 4, rpb=1, nfix=256)  # many small rows: one warp per block, no preload
+    # many small rows (two waves of single-warp blocks, 64 x 132): one warp per block, no preload
+    assert held_for(256, 4, m=8448) == Held(32, 2, 4, rpb=1, nfix=256)
+    assert held_for(256, 4, m=8447).rpb == 4 and held_for(256, 4, m=8448, sm_count=264).rpb == 4
     # with the preload and more than one warp per row, N stays an argument (measured slower compiled in)
     assert held_for(1024, 4, m=8192) == Held(64, 4, 4, cache=8)
     assert held_for(2048, 4, m=1024).nfix == 2048 and held_for(2048, 4, m=4096).nfix == 0

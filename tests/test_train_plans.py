@@ -1,0 +1,50 @@
+"""Launch plans of the bf16 forward and the backward, and the rows rule, without a GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from nsys_tools import plugin
+from nsys_tools.kernels.rows import row_plan
+from nsys_tools.kernels.train_cuda import BACKWARD_MAX_N, backward_plan, forward_plan
+from nsys_tools.plugin import UnsupportedShape
+
+
+def test_the_ops_load_as_plugins_beside_the_fp32_forward():
+    ops = plugin.load(["nsys_tools.kernels.layernorm_bf16", "nsys_tools.kernels.layernorm_bwd"]).ops
+    assert {"layernorm", "layernorm_bf16", "layernorm_bwd_fp32", "layernorm_bwd_bf16"} <= set(ops)
+    assert ops["layernorm_bwd_bf16"].bytes_moved((4096, 4096)) == 3 * 4096 * 4096 * 2 + 3 * 4096 * 2 + 2 * 4096 * 4
+    assert ops["layernorm_bf16"].bytes_moved((4096, 768)) == (2 * 4096 * 768 + 2 * 768) * 2
+
+
+def test_rows_rule_reads_bytes_per_row_not_elements():
+    # the same bytes per row give the same threads, whatever the element size
+    assert row_plan(4096, 1536, 2, True, 132).tpr == row_plan(4096, 768, 4, True, 132).tpr == 32
+    assert row_plan(4096, 8192, 2, True, 132).tpr == row_plan(4096, 4096, 4, True, 132).tpr == 128
+    # the preload follows x's bytes per SM: twice the SMs need twice the rows
+    assert row_plan(4096, 768, 4, True, 132).preload and not row_plan(4096, 768, 4, True, 264).preload
+    # element rows: at most 8 elements a thread, 128 to 1024 threads
+    assert row_plan(1, 777, 4, False, 132).tpr == 128 and row_plan(1, 16383, 2, False, 132).tpr == 1024
+
+
+def test_forward_plan_packs_eight_bf16_a_vector():
+    plan = forward_plan(4096, 4096, "bf16", True)
+    assert plan.kernel == "ln_fwd<bf16, 128, 4, 8, 1, true, 0>" and plan.grid == 4096 and plan.block == 128
+    assert forward_plan(2048, 1000, "bf16", False).kernel.startswith("ln_fwd<bf16, 128, 8, 1,")
+
+
+@pytest.mark.parametrize("n", [1, 5, 256, 768, 777, 1000, 2048, 4100, 8192])
+def test_backward_plan_covers_the_row_with_8_elements_a_thread(n):
+    for vector in (True, False):
+        main, cols = backward_plan(4096, n, "fp32", vector and n % 4 == 0)
+        tpr, slots, vec, rpb = (int(v) for v in main.kernel.split("<")[1].rstrip(">").split(",")[1:])
+        assert tpr % 32 == 0 and tpr * slots * vec >= n and slots * vec <= 8
+        assert main.block == tpr * rpb <= 1024 and main.grid <= 132
+        assert main.shared_bytes == (rpb * n * 4 if rpb > 1 else 0) <= 48 * 1024
+        assert cols.grid * 32 >= n
+
+
+def test_backward_plan_refuses_rows_it_cannot_hold():
+    with pytest.raises(UnsupportedShape, match=str(BACKWARD_MAX_N)):
+        backward_plan(512, BACKWARD_MAX_N + 1, "bf16", True)
+    assert backward_plan(3, 768, "fp32", True)[0].grid == 1  # fewer rows than one block's groups
