@@ -133,12 +133,45 @@ def _pushpop_candidates(ops: pl.LazyFrame, ranges: pl.LazyFrame, nesting: Nestin
 
 
 def _startend_candidates(ops: pl.LazyFrame, ranges: pl.LazyFrame) -> pl.LazyFrame:
+    """Each (operation, start/end range on its launching thread that encloses the call). The
+    calls sorted by (thread, start) put each range's candidates in one run of rows: those that
+    start inside it. One sort of the calls and the ranges' edges finds every run's bounds, so
+    the cost is the calls, the ranges and the pairs found, not calls times ranges (a thread's
+    calls against all of its ranges)."""
     startend = ranges.filter(pl.col("style") == "startend")
-    matched = (
+    calls = (
         ops.select("op_id", "global_tid", "api_start_ns", "api_end_ns")
-        .join(startend, on="global_tid", how="inner")
-        .filter((pl.col("start_ns") <= pl.col("api_start_ns")) & (pl.col("end_ns") >= pl.col("api_end_ns")))
+        .filter(pl.col("global_tid").is_not_null() & pl.col("api_start_ns").is_not_null())
+        .sort("global_tid", "api_start_ns")
+        .with_row_index("i")
     )
+    # An edge's position among the calls: calls before a range's start (ties: the call is inside),
+    # and calls up to its end (ties: inside too); ``order`` breaks ties at one instant.
+    edges = pl.concat(
+        [
+            calls.select("global_tid", t="api_start_ns", order=pl.lit(1, pl.Int8), call=pl.lit(1, pl.UInt32)),
+            startend.with_row_index("k").select(
+                "global_tid", "k", t="start_ns", order=pl.lit(0, pl.Int8), call=pl.lit(0, pl.UInt32)
+            ),
+            startend.with_row_index("k").select(
+                "global_tid", "k", t="end_ns", order=pl.lit(2, pl.Int8), call=pl.lit(0, pl.UInt32)
+            ),
+        ],
+        how="diagonal",
+    )
+    placed = edges.sort("global_tid", "t", "order").with_columns(seen=pl.col("call").cum_sum()).filter(pl.col("order") != 1)
+    bounds = placed.group_by("k").agg(
+        lo=pl.col("seen").filter(pl.col("order") == 0).first(), hi=pl.col("seen").filter(pl.col("order") == 2).first()
+    )
+    pairs = (
+        startend.with_row_index("k")
+        .join(bounds, on="k")
+        .filter(pl.col("hi") > pl.col("lo"))
+        .with_columns(i=pl.int_ranges("lo", "hi", dtype=pl.UInt32))
+        .explode("i")
+        .drop("global_tid", "lo", "hi", "k")
+    )
+    matched = pairs.join(calls.drop("global_tid"), on="i").filter(pl.col("end_ns") >= pl.col("api_end_ns")).drop("i")
     return _range_fields(matched)
 
 

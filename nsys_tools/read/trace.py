@@ -247,16 +247,17 @@ class Trace:
         )
 
     @_deferred
-    def api(self, columns: Sequence[str] | None = None) -> pl.LazyFrame:
+    def api(self, columns: Sequence[str] | None = None, *, like: Sequence[str] = ()) -> pl.LazyFrame:
         """One row per CUDA runtime or driver API call: every column, ``name`` as recorded
         (``cudaLaunchKernel_v7000``), ``start_ns``, ``end_ns``, ``duration_ns``, ``pid``, ``tid``
-        and ``process_name``."""
-        key = ("api", None if columns is None else tuple(columns))
+        and ``process_name``. ``like``: only calls whose name matches one of these SQL ``LIKE``
+        patterns (filtered as the export is read; ASCII case is ignored)."""
+        key = ("api", None if columns is None else tuple(columns), tuple(like))
         recorded = {v: k for k, v in API_TIMES.items()}
         asked = None if columns is None else [recorded.get(c, c) for c in columns]
 
         def read() -> pl.LazyFrame:
-            calls = events.api_calls(self.export, columns=_reads(self._timed(asked, "api_start_ns"), DERIVED_API))
+            calls = events.api_calls(self.export, like=like, columns=_reads(self._timed(asked, "api_start_ns"), DERIVED_API))
             calls = self._windowed(calls, "api_start_ns")
             frame = _only(self._placed(self._named(calls, API_NAMES, asked), asked), asked)
             return frame.rename(API_TIMES, strict=False)
