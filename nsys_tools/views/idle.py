@@ -64,7 +64,7 @@ def read(trace, by: Sequence[str]) -> pl.LazyFrame:
     """The GPU operations (``by`` columns, times, and their launch call) and, as rows with no
     ``start_ns``, the blocking API calls."""
     line = timeline(by)
-    ops = trace.gpu_ops(attributed=True, columns=[*line, "start_ns", "end_ns", *OP])
+    ops = trace.gpu_ops(attributed=True, ranges=False, columns=[*line, "start_ns", "end_ns", *OP])
     ops = ops.select(*line, "start_ns", "end_ns", pl.col("kind").cast(pl.String), *OP[1:])
     calls = trace.api(columns=["global_tid", "name", "start_ns", "end_ns"], like=BLOCKING_LIKE).filter(blocking(pl.col("name")))
     calls = calls.select("global_tid", call="name", call_start_ns="start_ns", call_end_ns="end_ns")
