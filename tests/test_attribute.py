@@ -79,3 +79,29 @@ def test_no_ranges_means_empty_range_not_dropped():
     empty = events.nvtx_ranges(ex).clear()
     out = attribute.project(ops, calls, empty).collect()
     assert out.height == 381 and set(out["range"]) == {""}
+
+
+def test_start_end_ranges_match_as_the_pairwise_comparison_does():
+    """Overlapping start/end ranges on two threads, with edges on the calls' own start and end
+    times: every (operation, enclosing range) pair, as comparing each call with each range of
+    its thread finds them."""
+    ex, ops, calls = _parts()
+    c = calls.collect().sort("api_start_ns")
+    tids = c["global_tid"].unique().sort().to_list()
+    starts, ends, threads = c["api_start_ns"].to_list(), c["api_end_ns"].to_list(), c["global_tid"].to_list()
+    rows = []
+    for k in range(0, len(starts) - 40, 7):  # a range from a call's start to a later call's end, or one short of it
+        rows.append((starts[k], ends[k + 30] - (k % 2), threads[k], "startend", f"r{k}", None))
+    rows.append((starts[0], ends[-1], tids[-1] + 1, "startend", "other-thread", None))
+    rows.append((ends[-1], starts[0], threads[0], "startend", "backwards", None))
+    schema = {"start_ns": pl.Int64, "end_ns": pl.Int64, "global_tid": pl.Int64, "style": pl.String, "range": pl.String}
+    ranges = pl.DataFrame(rows, schema={**schema, "domain": pl.String}, orient="row").with_row_index("range_instance")
+    every = attribute.project(ops, calls, ranges.lazy(), "all").collect()
+    launched = attribute.launches(ops, calls).collect()
+    expected = (
+        launched.join(ranges, on="global_tid")
+        .filter((pl.col("start_ns_right") <= pl.col("api_start_ns")) & (pl.col("end_ns_right") >= pl.col("api_end_ns")))
+        .select("start_ns", "range")
+    )
+    assert expected.height > 1000
+    assert every.filter(pl.col("range") != "").select("start_ns", "range").sort(pl.all()).equals(expected.sort(pl.all()))

@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 from polars.testing import assert_frame_equal
 
+from nsys_tools import views
 from nsys_tools.errors import BadExport, SchedulerError
 from nsys_tools.read.window import WindowSpec
 from nsys_tools.run import engine
 from nsys_tools.run.report import kernel_summary, view_table
 
+from . import nccl_derived
 from .conftest import FIXTURES
 
 pytestmark = pytest.mark.slow  # starts Dask clusters (about 10 s)
@@ -50,26 +52,64 @@ def test_dask_table_equals_the_local_table(dask_engine, options):
     assert_frame_equal(on_dask, local)
 
 
-@pytest.mark.parametrize(
-    "view, by, options",
-    [
-        ("ranges", ["device"], {}),
-        ("api", [], {}),
-        ("memops", ["process"], {}),
-        ("gaps", [], {}),
-        ("utilization", ["stream"], {"bin_ns": 1_000_000}),
-        ("launch", ["device"], {}),
-        ("sync", [], {}),
-        ("idle", ["device"], {}),
-        ("idle", [], {"longest": 3}),
-        ("overlap", ["device"], {}),
-        ("kernels", [], {"window": WindowSpec(within="*#2")}),
-    ],
-)
+# Every view on the kernel exports (the whole-run views on exports with NCCL kernels are below).
+TABLES = [
+    ("ranges", ["device"], {}),
+    ("api", [], {}),
+    ("memops", ["process"], {}),
+    ("gaps", [], {}),
+    ("utilization", ["stream"], {"bin_ns": 1_000_000}),
+    ("launch", ["device"], {}),
+    ("sync", [], {}),
+    ("idle", ["device"], {}),
+    ("idle", [], {"longest": 3}),
+    ("overlap", ["device"], {}),
+    ("kernels", [], {"window": WindowSpec(within="*#2")}),
+]
+
+
+@pytest.mark.parametrize("view, by, options", TABLES)
 def test_every_view_on_dask_equals_the_local_view(dask_engine, view, by, options):
     local = view_table(EXPORTS, view, by=by, per_file=True, **options)
     assert local.height > 2
     assert_frame_equal(view_table(EXPORTS, view, by=by, per_file=True, engine=dask_engine, **options), local)
+
+
+# The whole-run views on exports with NCCL kernels, training steps and two ranks: the derived
+# two-GPU export (``tests/fixtures/nccl-derived``) and the real two-GPU capture.
+WHOLE_RUN = [
+    ("utilization", ["device"], {}),
+    ("utilization", [], {"bin_ns": 10_000_000}),
+    ("idle", ["device", "process"], {}),
+    ("idle", ["stream"], {"longest": 5}),
+    ("launch", ["process"], {"names": "short"}),
+    ("sync", ["process"], {}),
+    ("nccl", ["device", "process"], {}),
+    ("overlap", ["device"], {}),
+    ("overlap", [], {"step": "step=*"}),
+    ("stragglers", [], {}),
+    ("hist", ["device"], {}),
+    ("hist", [], {"of": "ranges"}),
+    ("pace", ["device"], {}),
+    ("pace", [], {"of": "ranges"}),
+]
+
+
+@pytest.fixture(scope="module")
+def whole_runs(tmp_path_factory):
+    return [nccl_derived.export(tmp_path_factory.mktemp("nccl")), FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"]
+
+
+@pytest.mark.parametrize("view, by, options", WHOLE_RUN)
+@pytest.mark.parametrize("per_file", [True, False], ids=["per-file", "merged"])
+def test_every_whole_run_view_on_dask_equals_the_local_view(dask_engine, whole_runs, view, by, options, per_file):
+    local = view_table(whole_runs, view, by=by, per_file=per_file, **options)
+    assert local.height > 0
+    assert_frame_equal(view_table(whole_runs, view, by=by, per_file=per_file, engine=dask_engine, **options), local)
+
+
+def test_every_registered_view_is_checked_on_dask():
+    assert {case[0] for case in TABLES + WHOLE_RUN} >= set(views.names())
 
 
 def test_progress_and_order(dask_engine):

@@ -429,11 +429,12 @@ def _accounting_notes(files: list[Path], nsys: Path | None) -> None:
     from ..read.accounted import accounting, note
     from ..read.export import reading
     from ..read.trace import open as open_trace
+    from ..run.chunked import accounting_counts
 
     for f in files:
         try:
             with reading(f), open_trace(f, nsys) as trace:
-                line = note(str(f), accounting(trace))
+                line = note(str(f), accounting(trace, lambda: accounting_counts(trace.export)))
         except NsysToolsError:
             continue  # an export that cannot be read is reported as such already
         if line:

@@ -9,41 +9,65 @@ first API call, or whose diagnostics say records were lost, was visibly cut.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import polars as pl
 
 from . import attribute, cache
 from . import frames as events
+from . import schema as S
 
 KEY = "accounting v1"
 LOST_WORDS = ("lost", "dropped", "discarded", "overflow")  # diagnostics that say records are missing
 
 
-def accounting(trace) -> pl.DataFrame:
+def counts(trace) -> pl.LazyFrame:
+    """Per kind of GPU operation in ``trace``: ``ops``, ``unlaunched``, ``first_op_ns``. Counts of
+    any subsets of the operations (with their launch calls) merge into those of all (``merge``)."""
+    ops = trace.gpu_ops(attributed=False, columns=["kind", "global_pid", "correlation_id", "start_ns"])
+    calls = events.launch_calls(trace.export, ops, names=False)
+    return (
+        attribute.launches(ops, calls)
+        .group_by("kind")
+        .agg(
+            ops=pl.len().cast(pl.Int64),
+            unlaunched=pl.col("api_start_ns").is_null().sum().cast(pl.Int64),
+            first_op_ns=pl.col("start_ns").min(),
+        )
+        .with_columns(pl.col("kind").cast(pl.String))
+    )
+
+
+def merge(parts: pl.DataFrame) -> pl.DataFrame:
+    """``counts`` of several parts of one export, as those of the whole."""
+    return parts.group_by("kind").agg(pl.col("ops", "unlaunched").sum(), pl.col("first_op_ns").min()).sort("kind")
+
+
+def accounting(trace, counted: Callable[[], pl.DataFrame] | None = None) -> pl.DataFrame:
     """One row per kind of GPU operation (``kernel``, ``memcpy``, ``memset``) in ``trace``:
     ``ops``, ``unlaunched`` (no launch row), ``first_op_ns``; and, on every row, ``first_call_ns``
     (the first CUDA API call) and ``diagnostics_lost`` (diagnostic messages saying records were
-    lost). Cached beside the export."""
+    lost). Cached beside the export. ``counted``: the ``merge``d ``counts`` of the whole trace,
+    computed another way (a piece at a time: ``run.chunked.accounting_counts``); by default read
+    whole."""
     ex = trace.export
 
     def compute() -> pl.DataFrame:
-        ops = trace.gpu_ops(attributed=False, columns=["kind", "global_pid", "correlation_id", "start_ns"])
-        calls = events.launch_calls(ex, ops, names=False)
-        counted = (
-            attribute.launches(ops, calls)
-            .group_by("kind")
-            .agg(
-                ops=pl.len().cast(pl.Int64),
-                unlaunched=pl.col("api_start_ns").is_null().sum().cast(pl.Int64),
-                first_op_ns=pl.col("start_ns").min(),
-            )
-            .with_columns(pl.col("kind").cast(pl.String))
-            .sort("kind")
-            .collect()
+        counted_ = counted() if counted is not None else merge(counts(trace).collect())
+        return counted_.with_columns(
+            first_call_ns=pl.lit(_first_call(ex), pl.Int64), diagnostics_lost=pl.lit(_lost(ex), pl.Int64)
         )
-        first_call = events.api_calls(ex, columns=["api_start_ns"]).select(pl.col("api_start_ns").min()).collect().item()
-        return counted.with_columns(first_call_ns=pl.lit(first_call, pl.Int64), diagnostics_lost=pl.lit(_lost(ex), pl.Int64))
 
     return cache.memo(ex, KEY, compute)
+
+
+def _first_call(ex) -> int | None:
+    """The start of the export's first CUDA API call (None without any), found by SQLite."""
+    tables = [t for t in (S.RUNTIME, S.DRIVER) if ex.has(t)]
+    if not tables:
+        ex.require(S.RUNTIME, events.cuda_hint(ex))
+    firsts = [ex.fetch(f'SELECT min("start") AS first FROM {t}', {"first": pl.Int64})["first"][0] for t in tables]
+    return min((f for f in firsts if f is not None), default=None)
 
 
 def _lost(ex) -> int:

@@ -10,7 +10,7 @@ ones come back eager. Times are integer nanoseconds. String ids stay integers he
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import polars as pl
 
@@ -152,18 +152,26 @@ LAUNCH_NAMES = ("%Launch%", "%Memcpy%", "%Memset%", "%Prefetch%")
 
 
 def api_calls(
-    ex: Export, *, launches_only: bool = False, correlation_ids: Iterable[int] | None = None, columns: Iterable[str] | None = None
+    ex: Export,
+    *,
+    launches_only: bool = False,
+    like: Sequence[str] = (),
+    correlation_ids: Iterable[int] | None = None,
+    columns: Iterable[str] | None = None,
 ) -> pl.LazyFrame:
-    """CUDA runtime and driver API calls: all of them, only those named like launches (a cheap
-    filter on the name id), or those with the given correlation ids (a scan of the table);
-    every column, or only ``columns``; ``global_pid`` comes with ``global_tid``."""
+    """CUDA runtime and driver API calls: all of them, only those named like launches or like
+    one of the SQL ``LIKE`` patterns in ``like`` (a cheap filter on the name id; ``LIKE`` ignores
+    ASCII case, so the caller narrows further where case matters), or those with the given
+    correlation ids (a scan of the table); every column, or only ``columns``; ``global_pid``
+    comes with ``global_tid``."""
     wanted = None if columns is None else set(columns)
     tables = [t for t in (S.RUNTIME, S.DRIVER) if ex.has(t)]
     if not tables:
         ex.require(S.RUNTIME, cuda_hint(ex))
     where, lookup = "", correlation_ids is not None
-    if launches_only:
-        names = " OR ".join(f"value LIKE '{p}'" for p in LAUNCH_NAMES)
+    patterns = LAUNCH_NAMES if launches_only else tuple(like)
+    if patterns:
+        names = " OR ".join("value LIKE '{}'".format(p.replace("'", "''")) for p in patterns)
         where = f"nameId IN (SELECT id FROM {S.STRINGS} WHERE {names})"
     if correlation_ids is not None:
         where = _in_ids("correlationId", correlation_ids)

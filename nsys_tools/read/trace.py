@@ -247,16 +247,17 @@ class Trace:
         )
 
     @_deferred
-    def api(self, columns: Sequence[str] | None = None) -> pl.LazyFrame:
+    def api(self, columns: Sequence[str] | None = None, *, like: Sequence[str] = ()) -> pl.LazyFrame:
         """One row per CUDA runtime or driver API call: every column, ``name`` as recorded
         (``cudaLaunchKernel_v7000``), ``start_ns``, ``end_ns``, ``duration_ns``, ``pid``, ``tid``
-        and ``process_name``."""
-        key = ("api", None if columns is None else tuple(columns))
+        and ``process_name``. ``like``: only calls whose name matches one of these SQL ``LIKE``
+        patterns (filtered as the export is read; ASCII case is ignored)."""
+        key = ("api", None if columns is None else tuple(columns), tuple(like))
         recorded = {v: k for k, v in API_TIMES.items()}
         asked = None if columns is None else [recorded.get(c, c) for c in columns]
 
         def read() -> pl.LazyFrame:
-            calls = events.api_calls(self.export, columns=_reads(self._timed(asked, "api_start_ns"), DERIVED_API))
+            calls = events.api_calls(self.export, like=like, columns=_reads(self._timed(asked, "api_start_ns"), DERIVED_API))
             calls = self._windowed(calls, "api_start_ns")
             frame = _only(self._placed(self._named(calls, API_NAMES, asked), asked), asked)
             return frame.rename(API_TIMES, strict=False)
@@ -288,6 +289,7 @@ class Trace:
         columns: Sequence[str] | None = None,
         nesting: attribute.Nesting = "innermost",
         kinds: Iterable[str] = KINDS,
+        ranges: bool = True,
     ) -> pl.LazyFrame:
         """Kernels and memory operations in one frame (``kind``: "kernel", "memcpy", "memset";
         ``kinds`` keeps some of them; kernel-only columns are null for memory operations and the
@@ -298,9 +300,10 @@ class Trace:
         share a launch's correlation id, the outermost) and the NVTX ``range`` and ``domain`` the call was made in: the innermost,
         or with ``nesting="all"`` one row per enclosing range and its instance (``range_instance,
         style, range_start_ns, range_end_ns``). Operations outside every range have
-        ``range = ""``."""
+        ``range = ""``. ``ranges=False``: the launching call only, no NVTX range (the ranges are
+        not matched at all: for views that need only the call)."""
         kinds = tuple(k for k in KINDS if k in set(kinds))
-        key = ("gpu_ops", attributed, nesting, kinds, None if columns is None else tuple(columns))
+        key = ("gpu_ops", attributed, nesting, kinds, ranges, None if columns is None else tuple(columns))
 
         def read() -> pl.LazyFrame:
             wanted = _reads(None if columns is None else [*columns, *LAUNCH_KEYS, "start_ns"])
@@ -322,7 +325,10 @@ class Trace:
                 api_name = columns is None or "api_name" in columns
                 calls = events.launch_calls(self.export, ops, names=api_name)
                 unwanted = () if columns is None else [k for k in LAUNCH_KEYS if k not in _reads(columns)]
-                ops = attribute.project(ops, calls, self.ranges(attribute.RANGE_INPUT), nesting, drop=unwanted)
+                if ranges:
+                    ops = attribute.project(ops, calls, self.ranges(attribute.RANGE_INPUT), nesting, drop=unwanted)
+                else:
+                    ops = attribute.launches(ops, calls).drop(unwanted)
                 names = {**KERNEL_NAMES, "api_name_id": "api_name"}
             # Names last (string ids are cheaper than text through the joins); a memory
             # operation's name is its label.

@@ -41,13 +41,14 @@ depend on the cores, so neither do its partial tables.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import polars as pl
 
 from .. import views
+from ..read import accounted
 from ..read import schema as S
 from ..read.export import Export, reading
 from ..read.schema import Field
@@ -120,30 +121,36 @@ def view_partial(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.
     options = dict(options)
     window = views.windowed(Trace(ex), options.pop("window", None)).window
     if views.spec(view).splittable:
-        pieces = [views.partial(view, trace, by, **options).collect() for trace in _pieces(ex, view, by, options, window)]
-        return pl.concat(pieces, how="diagonal_relaxed")
+
+        def plan(trace: Trace) -> pl.LazyFrame:
+            return views.partial(view, trace, by, **options)
+
+        return pl.concat([plan(trace).collect() for trace in _pieces(ex, plan, window)], how="diagonal_relaxed")
     if views.spec(view).ordered:
         return _ordered(ex, view, by, options, window)
     return views.partial(view, Trace(ex, window=window), by, **options).collect()
 
 
-def _pieces(ex: Export, view: str, by: Sequence[str], options: dict, window=None) -> Iterator[Trace]:
-    """``ex`` as traces whose large tables hold one group of buckets each (split by launch)."""
+def accounting_counts(ex: Export) -> pl.DataFrame:
+    """``read.accounted.counts`` of ``ex`` (its operations and launch calls: the export's two
+    largest tables), a piece at a time, merged."""
+    return accounted.merge(pl.concat([accounted.counts(trace).collect() for trace in _pieces(ex, accounted.counts)]))
+
+
+def _pieces(ex: Export, plan: Callable[[Trace], pl.LazyFrame], window=None) -> Iterator[Trace]:
+    """``ex`` as traces whose large tables hold one group of buckets each (split by launch), for
+    the reads that ``plan`` (what is computed on each) makes."""
     # Small tables are read once for every piece, held in memory (not the Parquet cache).
     whole = Export(path=ex.path, source=ex.source, tables=ex.tables, held={})
-    plan = DryRun()
-    dry = replace(whole, planned=plan)
-    if views.spec(view).ordered:  # its partial needs typed columns; its reads are all in ``read``
-        views.read(view, Trace(dry, window=window), by, **options).collect()
-    else:
-        views.partial(view, Trace(dry, window=window), by, **options).collect()
-    with Spill(bucket_count(ex, plan.reads), KEY, SPILL_BYTES) as spill:
-        for stream, rows in _read_ahead(ex, plan.reads):
+    dry = DryRun()
+    plan(Trace(replace(whole, planned=dry), window=window)).collect()
+    with Spill(bucket_count(ex, dry.reads), KEY, SPILL_BYTES) as spill:
+        for stream, rows in _read_ahead(ex, dry.reads):
             spill.add(stream, rows)
         if spill.flushes:  # past the budget: the rest goes to disk too, the pieces need the memory
             spill.flush()
         for group in spill.groups(BUCKET_BYTES):
-            yield Trace(replace(whole, planned=Piece(spill, plan.reads, tuple(group))), window=window)
+            yield Trace(replace(whole, planned=Piece(spill, dry.reads, tuple(group))), window=window)
 
 
 def _read_ahead(ex: Export, reads: dict[Read, str]) -> Iterator[tuple[str, pl.DataFrame]]:
@@ -173,9 +180,13 @@ def _ordered(ex: Export, view: str, by: Sequence[str], options: dict, window=Non
     first, last, slots = time_slots(ex)
     slot = ((pl.col("start_ns") - first) * slots / (last - first + 1)).floor().cast(pl.Int64)
     sides = []
+
+    def plan(trace: Trace) -> pl.LazyFrame:  # its partial needs typed columns; its reads are all in ``read``
+        return views.read(view, trace, by, **options)
+
     with Spill(slots, "_slot", SPILL_BYTES // 4) as timed:  # held beside the first store
-        for trace in _pieces(ex, view, by, options, window):
-            rows, side = module.split(views.read(view, trace, by, **options), by)
+        for trace in _pieces(ex, plan, window):
+            rows, side = module.split(plan(trace), by)
             rows = rows.with_columns(pl.col(pl.Categorical).cast(pl.String))  # IPC files: one dictionary each
             timed.add("rows", rows.with_columns(_slot=slot.clip(0, slots - 1).fill_null(slots - 1)).collect())
             if side is not None:  # the same rows from every piece that sees them: kept once

@@ -51,6 +51,11 @@ OP = ("kind", "name", "global_tid", "api_name", "api_start_ns", "api_end_ns")
 CALL = ("global_tid", "call", "call_start_ns", "call_end_ns")
 
 
+# What ``blocking`` can match, as SQL ``LIKE`` patterns: the export is read through them, then
+# ``blocking`` decides (``LIKE`` ignores case, and cannot say "not Async").
+BLOCKING_LIKE = ("%Synchronize%", "cuMemcpy%", "cuMemset%", "cudaMemcpy%", "cudaMemset%")
+
+
 def blocking(name: pl.Expr) -> pl.Expr:
     """A call that blocks its thread: a synchronization, or a copy or set that is not ``Async``."""
     text = name.cast(pl.String)
@@ -62,9 +67,9 @@ def read(trace, by: Sequence[str]) -> pl.LazyFrame:
     """The GPU operations (``by`` columns, times, and their launch call) and, as rows with no
     ``start_ns``, the blocking API calls."""
     line = timeline(by)
-    ops = trace.gpu_ops(attributed=True, columns=[*line, "start_ns", "end_ns", *OP])
+    ops = trace.gpu_ops(attributed=True, ranges=False, columns=[*line, "start_ns", "end_ns", *OP])
     ops = ops.select(*line, "start_ns", "end_ns", pl.col("kind").cast(pl.String), *OP[1:])
-    calls = trace.api(columns=["global_tid", "name", "start_ns", "end_ns"]).filter(blocking(pl.col("name")))
+    calls = trace.api(columns=["global_tid", "name", "start_ns", "end_ns"], like=BLOCKING_LIKE).filter(blocking(pl.col("name")))
     calls = calls.select("global_tid", call="name", call_start_ns="start_ns", call_end_ns="end_ns")
     return pl.concat([ops, calls], how="diagonal_relaxed")
 

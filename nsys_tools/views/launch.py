@@ -39,6 +39,7 @@ def read(trace, by: Sequence[str], *, names: str = "demangled") -> pl.LazyFrame:
     name = "short_name" if names == "short" else "name"
     ops = trace.gpu_ops(
         attributed=True,
+        ranges=False,
         kinds=("kernel",),
         columns=[*by, name, "start_ns", "end_ns", "duration_ns", "tid", "api_name", "api_start_ns", "api_end_ns"],
     )

@@ -30,7 +30,9 @@ def read(trace, by: Sequence[str], *, step: str = "*step*") -> pl.LazyFrame:
     from ..read.names import glob_regex
 
     line = timeline(by)
-    ops = trace.gpu_ops(attributed=True, columns=[*line, "kind", "name", "start_ns", "end_ns", "global_tid", "api_start_ns"])
+    ops = trace.gpu_ops(
+        attributed=True, ranges=False, columns=[*line, "kind", "name", "start_ns", "end_ns", "global_tid", "api_start_ns"]
+    )
     ops = ops.select(*line, "start_ns", "end_ns", "global_tid", "api_start_ns", cls=U.op_class(pl.col("kind"), pl.col("name")))
     steps = (
         trace.ranges(columns=["range", "start_ns", "end_ns", "global_tid"])
