@@ -23,7 +23,7 @@ export="$("$python" "$root/tests/fixtures/long-name/make.py" "$work/exports" "$m
 views="kernels ranges api memops gaps utilization launch sync idle nccl overlap stragglers hist pace"
 for view in $views; do
   for format in markdown csv; do
-    result="$(cd "$tree" && env PYTHONPATH="$tree" NSYS_TOOLS_CACHE=0 "$python" "$root/reports/hostile/peak_rss.py" "$cap" "$work/out" -- \
+    result="$(cd "$tree" && env PYTHONPATH="$tree" NSYS_TOOLS_CACHE=0 "$python" "$root/tests/peak_rss.py" "$cap" "$work/out" -- \
       "$python" -m nsys_tools report "$export" --view "$view" -f "$format" 2> "$work/err")"
     echo "$view $format: $result$(grep -m1 '^Error' "$work/err" | sed 's/^/; /' || true)"
   done

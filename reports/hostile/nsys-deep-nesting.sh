@@ -23,7 +23,7 @@ trap 'rm -rf "$work"' EXIT
   echo "nproc: $(nproc)"; grep -m1 'model name' /proc/cpuinfo
 } > "$out/env.txt" 2>&1
 python3 "$root/tests/fixtures/deep-nesting/make.py" "$work" 10 1000 5000 10000 > /dev/null
-python3 - "$nsys" "$work" "$out" "$root/reports/hostile/peak_rss.py" <<'PY'
+python3 - "$nsys" "$work" "$out" "$root/tests/peak_rss.py" <<'PY'
 import csv, importlib.util, os, shutil, subprocess, sys, time
 nsys, work, out, harness = sys.argv[1:5]
 spec = importlib.util.spec_from_file_location("peak_rss", harness)
