@@ -158,6 +158,7 @@ def test_a_gap_across_slices_is_the_gap_of_the_whole(monkeypatch):
             "stream_id": [1, 2, 3, 1, 1],
         }
     )
+
     def texts(frame: pl.DataFrame) -> pl.DataFrame:  # names are categories inside the view
         return frame.sort("gap_start_ns").with_columns(pl.col(pl.Categorical).cast(pl.String))
 
