@@ -113,28 +113,24 @@ def _enclosing(ops: pl.LazyFrame, ranges: pl.LazyFrame) -> pl.LazyFrame:
         .with_row_index("call")
     )
     starts = calls.group_by("global_tid", "api_start_ns").agg(first=pl.col("call").min(), last=pl.col("call").max())
+
+    def edge(frame: pl.LazyFrame, at: str, call: str, strategy: str) -> pl.LazyFrame:
+        """``frame`` with ``call``: the first call starting at or after ``at`` (forward), or the
+        last call starting at or before it (backward), on the same thread."""
+        return frame.sort(at).join_asof(
+            starts.select("global_tid", "api_start_ns", call).sort("api_start_ns"),
+            left_on=at,
+            right_on="api_start_ns",
+            by="global_tid",
+            strategy=strategy,
+            check_sortedness=False,
+        )
+
     spans = ranges.filter((pl.col("style") == "startend") | (pl.col("end_ns") > pl.col("start_ns")))
     runs = (
-        spans.select("range_instance", "global_tid", "start_ns", "end_ns")
-        .sort("start_ns")
-        .join_asof(
-            starts.select("global_tid", "api_start_ns", "first").sort("api_start_ns"),
-            left_on="start_ns",
-            right_on="api_start_ns",
-            by="global_tid",
-            strategy="forward",
-            check_sortedness=False,
-        )
+        edge(spans.select("range_instance", "global_tid", "start_ns", "end_ns"), "start_ns", "first", "forward")
         .drop("api_start_ns")
-        .sort("end_ns")
-        .join_asof(
-            starts.select("global_tid", "api_start_ns", "last").sort("api_start_ns"),
-            left_on="end_ns",
-            right_on="api_start_ns",
-            by="global_tid",
-            strategy="backward",
-            check_sortedness=False,
-        )
+        .pipe(edge, "end_ns", "last", "backward")
         .filter(pl.col("first") <= pl.col("last"))
         .select("range_instance", "end_ns", call=pl.int_ranges("first", pl.col("last") + 1, dtype=pl.UInt32))
         .explode("call")
