@@ -96,6 +96,30 @@ def test_idle_finds_the_hosts_sleeps(runs):
     assert totals["total_ns"].sum() == util["idle_ns"].sum()
 
 
+def gpu_gaps(threshold_ms: int) -> pl.DataFrame:
+    """The ``gpu_gaps`` rule's intervals on run A (the recipe's mapper; MANIFEST.md says how)."""
+    table = pl.read_csv(RECIPES / "gpu_gaps" / f"run-a-gap{threshold_ms}.csv")
+    return table.select(gap_ns=pl.col("Duration (ns)"), gap_start_ns=pl.col("Start (ns)"), gpu_id=pl.col("Device ID"))
+
+
+def test_gaps_and_idle_intervals_equal_gpu_gaps(runs):
+    """Every idle interval of the run (1,799 with a threshold of 0 ms), and those over 1 ms, equal
+    the rule's to the nanosecond; idle's totals are their count and sum."""
+    every = gpu_gaps(0)
+    assert every.height == 1799
+    ours = view_table([runs["a"]], "gaps", min_gap_ns=0).select(every.columns)
+    assert ours.sort("gap_start_ns").rows() == every.sort("gap_start_ns").rows()
+    (totals,) = view_table([runs["a"]], "idle", by=["device"]).group_by("gpu_id").agg(
+        pl.col("intervals").sum(), pl.col("total_ns").sum()
+    ).iter_rows(named=True)
+    assert (totals["intervals"], totals["total_ns"]) == (every.height, every["gap_ns"].sum())
+    over = gpu_gaps(1)
+    assert over.height == 9 and (over["gap_ns"] > 1_000_000).all()
+    longest = view_table([runs["a"]], "idle", longest=9).select(over.columns)
+    assert longest.sort("gap_start_ns").rows() == over.sort("gap_start_ns").rows()
+    assert view_table([runs["a"]], "gaps", min_gap_ns=1_000_000).height == over.height
+
+
 @pytest.mark.slow
 def test_compare_runs_by_op_and_kernel(runs):
     """Run A against run B (same build): every row matched, all of the kernel time, nothing

@@ -3,8 +3,9 @@ for at least ``min_gap_ns``, between its first operation and its last.
 
 Each gap names what ran before it (the operation that finished last) and after it (the next to
 start), with their NVTX ranges and streams, so a gap can be traced to the code around it.
-Kernels and memory operations both count as work. nsys has no such report; its expert rule
-``gpu_gaps`` finds the same intervals on each device with a default threshold of 500 ms.
+Kernels and memory operations both count as work. Twin: the ``gpu_gaps`` recipe (and the
+``nsys analyze`` rule it runs), which finds the same intervals per process and device, longer
+than a threshold in whole milliseconds (500 by default).
 
 An export of any size is read as slices of its operations in order of start time (``chunked.py``,
 ``split``, ``window`` and ``close``): each slice carries over, per timeline, the operation that
