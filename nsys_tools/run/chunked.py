@@ -28,6 +28,8 @@ window or a bucket. Views whose partial needs the operations in time order (``vi
 time into ``SLOTS`` consecutive slots of the operations' span: its groups of buckets are slices
 of the timeline in order, and the view's ``window`` folds them one after another, carrying what
 the next slice needs (a timeline's busy operation, an instance's last end), then ``close`` merges.
+The rows' text columns travel through that store as integer codes (``codes.Codes``): each name
+is held once, however many operations carry it and however long it is.
 Peak memory is set by ``WINDOW_ROWS``, ``WINDOW_BYTES``, ``BUCKET_BYTES`` and ``SPILL_BYTES``, not by the
 export (and, for ``ranges``, by the number of range instances that launch GPU work).
 
