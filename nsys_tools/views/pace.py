@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from . import View
+from . import stats as metrics
 from .hist import projected
 
 VIEW = View("pace", "instances in order: interval, gap, drift")
@@ -35,12 +36,8 @@ def partial(rows: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
 
 
 def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
-    # Each name travels as its place in sorted order (``code``) and is put back at the end: a sort
-    # carries every row's text with it (a 20 MB kernel name copied once per instance), a code
-    # costs 4 bytes, and the rows come out in the order a sort by the names gives.
-    names = partials.select(pl.col("name").unique()).collect().sort("name", nulls_last=True).with_row_index("code")
-    coded = partials.join(names.lazy(), on="name", how="left", nulls_equal=True).drop("name")
-    groups = [*keys, "code"]
+    coded, names = metrics.coded(partials)  # names as codes through the sort and the windows
+    groups = [*keys, metrics.CODE]
     ordered = coded.sort([*groups, "start_ns", "end_ns"], nulls_last=True)
     interval = pl.col("start_ns") - pl.col("start_ns").shift(1)
     paced = ordered.with_columns(
@@ -50,4 +47,4 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
     )
     steady = pl.col("start_ns").first() + (pl.col("instance") - 1) * pl.col("interval_ns").median()
     paced = paced.with_columns(drift_ns=(pl.col("start_ns") - steady).over(groups)).collect()
-    return paced.join(names, on="code", how="left", maintain_order="left").select(*keys, *COLUMNS).lazy()
+    return metrics.decoded(paced, names).select(*keys, *COLUMNS).lazy()
