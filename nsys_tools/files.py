@@ -171,10 +171,10 @@ def reap_one(path: Path) -> None:
             pass
 
 
-def write_text_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through ``replaced_atomically``."""
-    with replaced_atomically(path) as partial:
-        partial.write_text(text)
+def write_text_atomically(path: Path, text: str | Iterable[str]) -> None:
+    """Write ``text`` (or its pieces, one after another) to ``path`` through ``replaced_atomically``."""
+    with replaced_atomically(path) as partial, open(partial, "w") as sink:
+        sink.writelines([text] if isinstance(text, str) else text)
 
 
 def shown(path: str | Path) -> str:

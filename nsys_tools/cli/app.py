@@ -6,6 +6,7 @@ import functools
 import io
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -125,10 +126,12 @@ def _output(output: Path | None, inputs=()) -> Path | None:
     return output_target(output, inputs)
 
 
-def _write(text: str, output: Path | None) -> None:
-    """Data to ``output`` (written whole, then renamed into place) or to stdout."""
+def _write(text: str | Iterable[str], output: Path | None) -> None:
+    """Data (or its pieces, one after another) to ``output`` (written whole, then renamed into
+    place) or to stdout."""
     if output is None:
-        emit(text)
+        for piece in [text] if isinstance(text, str) else text:
+            emit(piece)
         return
     from ..files import write_text_atomically
 

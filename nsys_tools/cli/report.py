@@ -307,7 +307,7 @@ def report(
         _write(comment.markdown, target)
         stderr.print(f"Charts written to {charts_dir} ({len(comment.charts)} files)", markup=False)
         return
-    from ..render.tables import render
+    from ..render.tables import pieces, render
 
     failures: list[NsysToolsError] = []
     if sweeps:
@@ -387,7 +387,7 @@ def report(
     elif fmt is Format.markdown:
         _write(render(frame, fmt, of=rows, max_chars=cap, hint=hint) + link, target)
     else:
-        _write(render(frame, fmt), target)
+        _write(pieces(frame, fmt) if fmt in (Format.csv, Format.json) else render(frame, fmt), target)
     if failures:
         _fail(
             failures,

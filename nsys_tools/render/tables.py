@@ -10,8 +10,9 @@ and integer or float nanoseconds.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from enum import Enum
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI imports this module for Format; capture machines have no Polars
@@ -255,15 +256,14 @@ def grid(head: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[boo
     return "\n".join(lines) + "\n"
 
 
-def _cell(value: object, col: str, texts: Mapping[object, str]) -> str:
+def _cell(value: object, col: str) -> str:
+    """A cell of ``markdown`` (its texts already made cells by ``_texts``)."""
     if value is None:
         return ""
     if col.endswith("_ns"):
         return us(value, grouped=False)
     if isinstance(value, float):
         return f"{value:.2f}"
-    if isinstance(value, str):
-        return texts[value]
     return str(value)
 
 
@@ -280,15 +280,22 @@ def markdown(
     ``df`` may be the first rows of a table of ``of`` rows. With ``max_chars`` the rows that
     fit are kept (whole rows, in order), and a closing line says how many of the table's rows
     are left out, followed by ``hint`` (how to get them all)."""
+    import polars as pl
+
     headers = dict(headers or {})
     cols = df.columns
-    texts = {c: _texts(df[c].to_list()) for c in cols if not df.schema[c].is_numeric()}
+    texts = {c: _texts(df[c].unique(maintain_order=True).to_list()) for c in cols if not df.schema[c].is_numeric()}
+    # Each distinct text made a cell once, in Polars: rows taken as Python values would each carry
+    # a copy of their names (a table of a thousand rows with a 20 MB name, 20 GB).
+    df = df.with_columns(
+        pl.col(c).cast(pl.String).replace_strict(list(t), list(t.values()), return_dtype=pl.String) for c, t in texts.items() if t
+    )
     lines = [row(headers.get(c, _header(c)) for c in cols), rule(df.schema[c].is_numeric() for c in cols)]
     budget = None if max_chars is None else max_chars - sum(len(line) + 1 for line in lines) - CLOSING_CHARS - len(hint)
     notes: dict[str, int] = {}
     for values in df.iter_rows():
         before = dict(notes)
-        line = row(_capped(_cell(v, c, texts.get(c, {})), notes) for v, c in zip(values, cols, strict=True))
+        line = row(_capped(_cell(v, c), notes) for v, c in zip(values, cols, strict=True))
         if budget is not None:
             budget -= len(line) + 1 + sum(len(t) + 10 for t in notes if t not in before)
             if budget < 0:
@@ -346,12 +353,34 @@ def human(df: pl.DataFrame) -> pl.DataFrame:
     return df.select(out)
 
 
+PIECE_BYTES = 8 * 2**20  # csv and json are made this much text at a time (at least a row)
+
+
+def pieces(df: pl.DataFrame, fmt: Format) -> Iterator[str]:
+    """``df`` as csv or json (``render``'s text) in pieces of about ``PIECE_BYTES``, so that a
+    table with a 20 MB name in each of a thousand rows is written without ever being held whole
+    (Polars' writers hold the whole text, and more, until they return)."""
+    import polars as pl
+
+    size = pl.sum_horizontal(pl.col(pl.String).str.len_bytes().fill_null(0), pl.lit(64, pl.UInt64))
+    piece = size.cum_sum() // PIECE_BYTES
+    starts = [0, *df.select(pl.arg_where(piece != piece.shift(1))).to_series().to_list(), df.height]
+    if fmt is Format.json:
+        yield "["
+    for i, (start, end) in enumerate(pairwise(starts)):
+        rows = df.slice(start, end - start)
+        if fmt is Format.csv:
+            yield rows.write_csv(include_header=i == 0)
+        elif rows.height:
+            yield ("," if i else "") + rows.write_json()[1:-1]
+    if fmt is Format.json:
+        yield "]\n"
+
+
 def render(df: pl.DataFrame, fmt: Format, headers: Mapping[str, str] | None = None, **markdown_options) -> str:
     """``df`` in one of the four output formats; ``markdown_options`` go to ``markdown``."""
-    if fmt is Format.csv:
-        return df.write_csv()
-    if fmt is Format.json:
-        return df.write_json() + "\n"
+    if fmt in (Format.csv, Format.json):
+        return "".join(pieces(df, fmt))
     if fmt is Format.table:
         import polars as pl
 

@@ -28,6 +28,8 @@ window or a bucket. Views whose partial needs the operations in time order (``vi
 time into ``SLOTS`` consecutive slots of the operations' span: its groups of buckets are slices
 of the timeline in order, and the view's ``window`` folds them one after another, carrying what
 the next slice needs (a timeline's busy operation, an instance's last end), then ``close`` merges.
+The rows' text columns travel through that store as integer codes (``codes.Codes``): each name
+is held once, however many operations carry it and however long it is.
 Peak memory is set by ``WINDOW_ROWS``, ``WINDOW_BYTES``, ``BUCKET_BYTES`` and ``SPILL_BYTES``, not by the
 export (and, for ``ranges``, by the number of range instances that launch GPU work).
 
@@ -53,6 +55,7 @@ from ..read import schema as S
 from ..read.export import Export, reading
 from ..read.schema import Field
 from ..read.trace import Trace
+from .codes import Codes
 from .spill import Spill
 
 WINDOW_ROWS = 2_000_000  # rows of a table read at a time
@@ -179,7 +182,7 @@ def _ordered(ex: Export, view: str, by: Sequence[str], options: dict, window=Non
     module = views.get(view)
     first, last, slots = time_slots(ex)
     slot = ((pl.col("start_ns") - first) * slots / (last - first + 1)).floor().cast(pl.Int64)
-    sides = []
+    sides, codes = [], Codes()
 
     def plan(trace: Trace) -> pl.LazyFrame:  # its partial needs typed columns; its reads are all in ``read``
         return views.read(view, trace, by, **options)
@@ -187,8 +190,8 @@ def _ordered(ex: Export, view: str, by: Sequence[str], options: dict, window=Non
     with Spill(slots, "_slot", SPILL_BYTES // 4) as timed:  # held beside the first store
         for trace in _pieces(ex, plan, window):
             rows, side = module.split(plan(trace), by)
-            rows = rows.with_columns(pl.col(pl.Categorical).cast(pl.String))  # IPC files: one dictionary each
-            timed.add("rows", rows.with_columns(_slot=slot.clip(0, slots - 1).fill_null(slots - 1)).collect())
+            rows = codes.encode(rows.with_columns(_slot=slot.clip(0, slots - 1).fill_null(slots - 1)).collect())
+            timed.add("rows", rows)  # names as numbers: the files hold no text
             if side is not None:  # the same rows from every piece that sees them: kept once
                 sides = [pl.concat([*sides, side.collect()], how="vertical_relaxed").unique()]
         if timed.flushes:
@@ -196,7 +199,7 @@ def _ordered(ex: Export, view: str, by: Sequence[str], options: dict, window=Non
         # A view that needs the side rows while it folds (``idle``: the blocking calls) starts from them.
         state = module.start(sides, by) if hasattr(module, "start") else None
         for group in timed.groups(SLICE_BYTES):
-            rows = timed.take("rows", group).drop("_slot")
+            rows = codes.decode(timed.take("rows", group).drop("_slot"))
             state = module.window(rows, by, state, **views.window_options(view, options))
     return module.close(state, sides, by).collect()
 

@@ -98,12 +98,14 @@ def bins_of(merged: pl.LazyFrame, groups: Sequence[str], bins: int = BINS) -> pl
 
 
 def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
-    groups = [*keys, "name"]
-    merged = metrics.merge(partials, groups, ["duration_ns"])
+    coded, names = metrics.coded(partials)  # names as codes through the merge, the bins and the sort
+    groups = [*keys, metrics.CODE]
+    merged = metrics.merge(coded, groups, ["duration_ns"])
     order = merged.select(*groups, total=pl.col("duration_ns:total"))
-    return (
+    table = (
         bins_of(merged, groups)
         .join(order, on=groups, how="left", nulls_equal=True)
         .sort(["total", *groups, "bin"], descending=[True] + [False] * (len(groups) + 1), nulls_last=True)
-        .select(*keys, *COLUMNS)
+        .collect()
     )
+    return metrics.decoded(table, names).select(*keys, *COLUMNS).lazy()

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from . import View
+from . import stats as metrics
 from .hist import projected
 
 VIEW = View("pace", "instances in order: interval, gap, drift")
@@ -35,17 +36,15 @@ def partial(rows: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
 
 
 def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
-    groups = [*keys, "name"]
-    ordered = partials.sort([*groups, "start_ns", "end_ns"], nulls_last=True)
-    over = groups or None
+    coded, names = metrics.coded(partials)  # names as codes through the sort and the windows
+    groups = [*keys, metrics.CODE]
+    ordered = coded.sort([*groups, "start_ns", "end_ns"], nulls_last=True)
     interval = pl.col("start_ns") - pl.col("start_ns").shift(1)
     paced = ordered.with_columns(
-        instance=pl.int_range(1, pl.len() + 1).over(over) if over else pl.int_range(1, pl.len() + 1),
-        interval_ns=interval.over(over) if over else interval,
-        gap_ns=(pl.col("start_ns") - pl.col("end_ns").shift(1)).over(over)
-        if over
-        else pl.col("start_ns") - pl.col("end_ns").shift(1),
+        instance=pl.int_range(1, pl.len() + 1).over(groups),
+        interval_ns=interval.over(groups),
+        gap_ns=(pl.col("start_ns") - pl.col("end_ns").shift(1)).over(groups),
     )
     steady = pl.col("start_ns").first() + (pl.col("instance") - 1) * pl.col("interval_ns").median()
-    drift = (pl.col("start_ns") - steady).over(over) if over else pl.col("start_ns") - steady
-    return paced.with_columns(drift_ns=drift).select(*keys, *COLUMNS)
+    paced = paced.with_columns(drift_ns=(pl.col("start_ns") - steady).over(groups)).collect()
+    return metrics.decoded(paced, names).select(*keys, *COLUMNS).lazy()

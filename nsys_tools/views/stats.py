@@ -74,6 +74,25 @@ def grouped(rows: pl.LazyFrame, by: Sequence[str], aggs: Sequence[pl.Expr]) -> p
     )
 
 
+CODE = "name_code"
+
+
+def coded(frame: pl.LazyFrame, column: str = "name") -> tuple[pl.LazyFrame, pl.DataFrame]:
+    """``frame`` with ``column`` replaced by ``CODE``, its place among the column's distinct
+    values in sorted order (nulls last), and the table of (``CODE``, ``column``) that puts the
+    texts back (``decoded``). A sort, a join or a window on several keys carries each row's text
+    (a 20 MB kernel name copied once per row); a code costs 4 bytes, and a sort by it orders the
+    rows as one by the text would."""
+    names = frame.select(pl.col(column).unique()).collect().sort(column, nulls_last=True).with_row_index(CODE)
+    return frame.join(names.lazy(), on=column, how="left", nulls_equal=True).drop(column), names
+
+
+def decoded(frame: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` (collected: a lazy join copies the texts) with ``CODE`` back as text, strings
+    that all point at ``names``' one copy of each."""
+    return frame.join(names, on=CODE, how="left", maintain_order="left").drop(CODE)
+
+
 def merge(partials: pl.LazyFrame, by: Sequence[str], measured: Sequence[str], summed: Sequence[str] = ()) -> pl.LazyFrame:
     """Partials (concatenated) of the same groups combined into one row per group, exactly."""
     aggs = [pl.col("instances").sum()]
