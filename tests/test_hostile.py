@@ -516,6 +516,26 @@ def _long_report(tmp_path: Path):
 
 
 @pytest.mark.slow
+def test_an_interrupt_that_surfaces_as_another_error_exits_130(monkeypatch):
+    """A Ctrl-C whose KeyboardInterrupt a native library swallowed (raised in a Polars dtype
+    check, it came back as "TypeError: '<unprintable str object>' is not a Polars data type")
+    is still an interrupt: exit 130, not a bug report; the same error without one is a bug."""
+    import typer
+
+    from nsys_tools import files
+    from nsys_tools.cli.app import friendly
+
+    @friendly
+    def command():
+        raise TypeError("'<unprintable str object>' is not a Polars data type")
+
+    for signalled, code in ((False, 1), (True, 130)):
+        monkeypatch.setitem(files._SIGNALLED, "on", signalled)
+        with pytest.raises(typer.Exit) as exited:
+            command()
+        assert exited.value.exit_code == code
+
+
 def test_interrupts_stop_within_a_second_and_leave_nothing(tmp_path):
     import random
     import signal
