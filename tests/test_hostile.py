@@ -388,17 +388,27 @@ def test_a_file_replaced_during_the_read_is_an_error(tmp_path, monkeypatch):
 
 
 _EVERY_VIEW = """
-import sys
+import sys, tempfile
+from pathlib import Path
+import nsys_tools
+from nsys_tools import views
+from nsys_tools.render import timeline
 from nsys_tools.run.report import view_table
-for view in ("kernels", "ranges", "api", "memops", "gaps"):
+from nsys_tools.study.summary import summary
+for view in views.names():
     for path in sys.argv[1:]:
         sys.stdout.write(view_table([path], view).write_csv())
+for path in sys.argv[1:]:
+    sys.stdout.write(summary([path]))
+    with tempfile.TemporaryDirectory() as tmp, nsys_tools.open(path) as trace:
+        timeline.write(trace, Path(tmp) / "t.json")
+        sys.stdout.write((Path(tmp) / "t.json").read_text())
 """
 
 
 def test_every_view_gives_the_same_bytes_at_any_thread_count(tmp_path):
-    """Each view of each bundled schema twice, at 1 and at 2 threads (the cache off, so each run
-    computes): the same bytes."""
+    """Every view, the summary and the timeline of each bundled schema, at 1 thread and twice at
+    2 (the cache off, so each run computes): the same bytes."""
     import subprocess
 
     exports = [
