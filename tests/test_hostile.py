@@ -526,6 +526,36 @@ def _long_report(tmp_path: Path):
 
 
 @pytest.mark.slow
+def test_a_child_nsys_dies_with_its_parent(tmp_path):
+    """A run killed while nsys works (SIGKILL: no handler runs) leaves no orphan nsys."""
+    import stat
+    import subprocess
+    import time
+
+    fake = tmp_path / "nsys"
+    fake.write_text(f'#!/bin/sh\necho $$ > "{tmp_path}/child.pid"\nexec sleep 60\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    code = f"from nsys_tools.read.export import run_nsys; run_nsys([{str(fake)!r}, 'export'], None)"
+    parent = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO)})
+    pid_file, deadline = tmp_path / "child.pid", time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    parent.kill()
+    parent.wait(timeout=10)
+
+    def alive() -> bool:
+        try:
+            return "\nState:\tZ" not in Path(f"/proc/{child}/status").read_text()
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 5
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(), f"nsys (pid {child}) outlived the run that started it"
+
+
 def test_an_interrupt_that_surfaces_as_another_error_exits_130(monkeypatch):
     """A Ctrl-C whose KeyboardInterrupt a native library swallowed (raised in a Polars dtype
     check, it came back as "TypeError: '<unprintable str object>' is not a Polars data type")
