@@ -95,6 +95,16 @@ def reap_stale(folder: str | Path) -> list[Path]:
     return gone
 
 
+_SIGNALLED = {"on": False}  # a Ctrl-C or SIGTERM has arrived
+
+
+def interrupted() -> bool:
+    """Whether a Ctrl-C or SIGTERM has arrived. Its ``KeyboardInterrupt`` can surface as another
+    error: raised inside a callback from a native library (a Polars dtype check), it is printed
+    as ignored there and the library fails with an error of its own."""
+    return _SIGNALLED["on"]
+
+
 def stop_on_interrupt(grace_s: float = 0.8) -> None:
     """Ctrl-C (and SIGTERM) end the run within about a second, exit code 130, nothing left
     behind: the first signal raises ``KeyboardInterrupt`` where Python runs; if a long call in
@@ -116,6 +126,7 @@ def stop_on_interrupt(grace_s: float = 0.8) -> None:
             os._exit(130)
 
     def handler(signum, frame) -> None:
+        _SIGNALLED["on"] = True
         timer = threading.Timer(grace_s, hard_exit)
         timer.daemon = True
         timer.start()

@@ -13,7 +13,7 @@ from nsys_tools.cli import BUG, app
 
 from .conftest import FIXTURES
 
-pytestmark = pytest.mark.slow  # the 72 named bad inputs, each through the CLI (about 6 s)
+pytestmark = pytest.mark.slow  # the 89 named bad inputs, each through the CLI (about 9 s)
 
 _spec = importlib.util.spec_from_file_location("bad_input_corpus", FIXTURES / "bad-input" / "corpus.py")
 corpus = sys.modules["bad_input_corpus"] = importlib.util.module_from_spec(_spec)

@@ -388,17 +388,27 @@ def test_a_file_replaced_during_the_read_is_an_error(tmp_path, monkeypatch):
 
 
 _EVERY_VIEW = """
-import sys
+import sys, tempfile
+from pathlib import Path
+import nsys_tools
+from nsys_tools import views
+from nsys_tools.render import timeline
 from nsys_tools.run.report import view_table
-for view in ("kernels", "ranges", "api", "memops", "gaps"):
+from nsys_tools.study.summary import summary
+for view in views.names():
     for path in sys.argv[1:]:
         sys.stdout.write(view_table([path], view).write_csv())
+for path in sys.argv[1:]:
+    sys.stdout.write(summary([path]))
+    with tempfile.TemporaryDirectory() as tmp, nsys_tools.open(path) as trace:
+        timeline.write(trace, Path(tmp) / "t.json")
+        sys.stdout.write((Path(tmp) / "t.json").read_text())
 """
 
 
 def test_every_view_gives_the_same_bytes_at_any_thread_count(tmp_path):
-    """Each view of each bundled schema twice, at 1 and at 2 threads (the cache off, so each run
-    computes): the same bytes."""
+    """Every view, the summary and the timeline of each bundled schema, at 1 thread and twice at
+    2 (the cache off, so each run computes): the same bytes."""
     import subprocess
 
     exports = [
@@ -516,6 +526,56 @@ def _long_report(tmp_path: Path):
 
 
 @pytest.mark.slow
+def test_a_child_nsys_dies_with_its_parent(tmp_path):
+    """A run killed while nsys works (SIGKILL: no handler runs) leaves no orphan nsys."""
+    import stat
+    import subprocess
+    import time
+
+    fake = tmp_path / "nsys"
+    fake.write_text(f'#!/bin/sh\necho $$ > "{tmp_path}/child.pid"\nexec sleep 60\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    code = f"from nsys_tools.read.export import run_nsys; run_nsys([{str(fake)!r}, 'export'], None)"
+    parent = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO)})
+    pid_file, deadline = tmp_path / "child.pid", time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    parent.kill()
+    parent.wait(timeout=10)
+
+    def alive() -> bool:
+        try:
+            return "\nState:\tZ" not in Path(f"/proc/{child}/status").read_text()
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 5
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(), f"nsys (pid {child}) outlived the run that started it"
+
+
+def test_an_interrupt_that_surfaces_as_another_error_exits_130(monkeypatch):
+    """A Ctrl-C whose KeyboardInterrupt a native library swallowed (raised in a Polars dtype
+    check, it came back as "TypeError: '<unprintable str object>' is not a Polars data type")
+    is still an interrupt: exit 130, not a bug report; the same error without one is a bug."""
+    import typer
+
+    from nsys_tools import files
+    from nsys_tools.cli.app import friendly
+
+    @friendly
+    def command():
+        raise TypeError("'<unprintable str object>' is not a Polars data type")
+
+    for signalled, code in ((False, 1), (True, 130)):
+        monkeypatch.setitem(files._SIGNALLED, "on", signalled)
+        with pytest.raises(typer.Exit) as exited:
+            command()
+        assert exited.value.exit_code == code
+
+
 def test_interrupts_stop_within_a_second_and_leave_nothing(tmp_path):
     import random
     import signal

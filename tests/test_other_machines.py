@@ -155,6 +155,63 @@ def test_kernels_without_a_launch_row_are_counted_and_said(tmp_path):
     assert "Note:" not in runner.invoke(app, ["report", str(EXPORTS[TWIN]), "-f", "csv"]).stderr
 
 
+def test_operations_without_a_time_are_in_no_figure_and_counted(tmp_path):
+    """Kernels, a memcpy and a memset with a NULL start or end, the first rows of their tables
+    among them (connectorx types a computed column by its first value): every view, through the
+    frames and a piece at a time, equals the export with those rows deleted, and the report's
+    one note says how many there are, per kind, as SQLite counted them."""
+    from nsys_tools import views
+    from nsys_tools.read import accounted
+    from nsys_tools.read import frames as events
+    from nsys_tools.read.export import open_export
+    from nsys_tools.read.trace import Trace
+    from nsys_tools.run import chunked
+
+    ops = (make.KERNEL, make.MEMCPY, make.MEMSET)
+
+    export = make.untimed(tmp_path)
+    timed = tmp_path / "timed.sqlite"
+    counts = dict(line.split() for line in (tmp_path / "untimed.txt").read_text().splitlines())
+    kernels, copies, sets = (int(counts[f"CUPTI_ACTIVITY_KIND_{k}"]) for k in ("KERNEL", "MEMCPY", "MEMSET"))
+    assert (kernels, copies, sets) == (7, 1, 1)
+    for name in views.names():
+        for by in ((), ("process",)):
+            whole = [views.table(Trace(open_export(p)), name, by) for p in (export, timed)]
+            assert whole[0].equals(whole[1]), (name, by)
+            pieces = [view_table([p], name, by=by) for p in (export, timed)]
+            assert pieces[0].equals(pieces[1]), (name, by)
+    with nsys_tools.open(export) as trace, nsys_tools.open(timed) as kept:
+        order = ["kind", "global_pid", "correlation_id", "start_ns"]
+        assert trace.gpu_ops().collect().sort(order).equals(kept.gpu_ops().collect().sort(order))
+        counted = accounting(trace)
+    assert dict(counted.select("kind", "untimed").iter_rows()) == {"kernel": kernels, "memcpy": copies, "memset": sets}
+    # Only where the schema lets a time be NULL is it filtered on: a real export (nsys declares
+    # them NOT NULL) is read as before, whole and a piece at a time.
+    for path, filters in ((export, {events.TIMED, events.UNTIMED}), (timed, {""})):
+        for piece in chunked._pieces(open_export(path), accounted.counts):
+            assert {where for table, _, where in piece.export.planned.streams if table in ops} == filters
+    res = runner.invoke(app, ["report", str(export), "-f", "csv"])
+    notes = [line for line in res.stderr.splitlines() if line.startswith("Note:")]
+    assert res.exit_code == 0 and len(notes) == 1, res.stderr
+    assert f"{kernels} kernels, 1 memcpy and 1 memset have no start or end time and are not counted" in notes[0]
+    assert res.stdout == runner.invoke(app, ["report", str(timed), "-f", "csv"]).stdout
+
+
+def test_api_calls_without_an_end_are_read(tmp_path):
+    """Runtime calls whose end is NULL in the table's first rows: connectorx cannot type their
+    computed duration from its first value, and SQLite reads them instead (the frames, the
+    timeline, the Parquet export); only those calls lack a duration."""
+    export = make.untimed(tmp_path, ((make.RUNTIME, "end", (1, 2, 3)),))
+    with nsys_tools.open(export) as trace:
+        calls = trace.api(columns=["start_ns", "end_ns", "duration_ns"]).collect()
+    with nsys_tools.open(tmp_path / "timed.sqlite") as trace:
+        assert calls.height == trace.api().collect().height + 3
+    assert calls.select(pl.col("end_ns", "duration_ns").null_count()).row(0) == (3, 3)
+    for args in (["timeline", str(export), "-o", str(tmp_path / "t.json")], ["export", str(export), "--to", str(tmp_path / "p")]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0 and "Error" not in res.stderr, res.stderr
+
+
 def test_text_that_is_not_utf8_is_read_with_its_other_bytes(tmp_path):
     """A kernel name holding bytes that are not UTF-8 (as exports written on machines with
     other locales hold): the report reads it, the bad bytes as U+FFFD, every number as in the

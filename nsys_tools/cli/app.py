@@ -57,17 +57,20 @@ def friendly(fn):
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, typer.TyperException):  # usage errors (exit 2) and exits
             raise
-        except NsysToolsError as err:
-            if _debug["on"]:
-                raise
-            stderr.print(f"Error: {err}", markup=False)
-            raise typer.Exit(1) from None
         except KeyboardInterrupt:
             stderr.print("Interrupted.", markup=False)
             raise typer.Exit(130) from None
         except Exception as err:
+            from ..files import interrupted
+
+            if interrupted():  # the interrupt, surfacing through a library as an error of its own
+                stderr.print("Interrupted.", markup=False)
+                raise typer.Exit(130) from None
             if _debug["on"]:
                 raise
+            if isinstance(err, NsysToolsError):
+                stderr.print(f"Error: {err}", markup=False)
+                raise typer.Exit(1) from None
             stderr.print(f"Error: {BUG} ({type(err).__name__}: {err}); run again with --debug and report it", markup=False)
             raise typer.Exit(1) from None
 

@@ -210,10 +210,9 @@ def report(
     if plugin and not sweeps:
         raise typer.BadParameter("applies to sweep folders, not exports", param_hint="--plugin")
     _allow_plugins(plugin, sweeps)
-    if reexport:
-        from ..read.export import allow_reexport
+    from ..read.export import allow_reexport
 
-        allow_reexport()
+    allow_reexport(reexport)  # for this run only: a process that runs the CLI again starts without it
     keys = _by(by)
     export_only = {
         "--range": range_glob is not None,

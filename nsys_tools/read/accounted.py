@@ -3,8 +3,10 @@
 A kernel, memcpy or memset is attributed through the API call that launched it. An export cut
 in time by another tool, or one that lost runtime records, holds operations whose call is not
 there: they are still counted, under the empty range (outside every NVTX range), and
-``accounting`` says how many there are. A trace whose first GPU operation starts before its
-first API call, or whose diagnostics say records were lost, was visibly cut.
+``accounting`` says how many there are. An operation with no start or end time (an edited
+export's) is in no figure, and ``accounting`` counts those too. A trace whose first GPU
+operation starts before its first API call, or whose diagnostics say records were lost, was
+visibly cut.
 """
 
 from __future__ import annotations
@@ -17,16 +19,17 @@ from . import attribute, cache
 from . import frames as events
 from . import schema as S
 
-KEY = "accounting v1"
+KEY = "accounting v2"
 LOST_WORDS = ("lost", "dropped", "discarded", "overflow")  # diagnostics that say records are missing
 
 
 def counts(trace) -> pl.LazyFrame:
-    """Per kind of GPU operation in ``trace``: ``ops``, ``unlaunched``, ``first_op_ns``. Counts of
-    any subsets of the operations (with their launch calls) merge into those of all (``merge``)."""
+    """Per kind of GPU operation in ``trace``: ``ops``, ``unlaunched``, ``first_op_ns`` (of those
+    with a start and an end time), ``untimed`` (those without). Counts of any subsets of the
+    operations (with their launch calls) merge into those of all (``merge``)."""
     ops = trace.gpu_ops(attributed=False, columns=["kind", "global_pid", "correlation_id", "start_ns"])
     calls = events.launch_calls(trace.export, ops, names=False)
-    return (
+    timed = (
         attribute.launches(ops, calls)
         .group_by("kind")
         .agg(
@@ -36,20 +39,24 @@ def counts(trace) -> pl.LazyFrame:
         )
         .with_columns(pl.col("kind").cast(pl.String))
     )
+    untimed = events.untimed(trace.export).group_by("kind").agg(untimed=pl.len().cast(pl.Int64))
+    return timed.join(untimed, on="kind", how="full", coalesce=True).with_columns(
+        pl.col("ops", "unlaunched", "untimed").fill_null(0)
+    )
 
 
 def merge(parts: pl.DataFrame) -> pl.DataFrame:
     """``counts`` of several parts of one export, as those of the whole."""
-    return parts.group_by("kind").agg(pl.col("ops", "unlaunched").sum(), pl.col("first_op_ns").min()).sort("kind")
+    return parts.group_by("kind").agg(pl.col("ops", "unlaunched", "untimed").sum(), pl.col("first_op_ns").min()).sort("kind")
 
 
 def accounting(trace, counted: Callable[[], pl.DataFrame] | None = None) -> pl.DataFrame:
     """One row per kind of GPU operation (``kernel``, ``memcpy``, ``memset``) in ``trace``:
-    ``ops``, ``unlaunched`` (no launch row), ``first_op_ns``; and, on every row, ``first_call_ns``
-    (the first CUDA API call) and ``diagnostics_lost`` (diagnostic messages saying records were
-    lost). Cached beside the export. ``counted``: the ``merge``d ``counts`` of the whole trace,
-    computed another way (a piece at a time: ``run.chunked.accounting_counts``); by default read
-    whole."""
+    ``ops``, ``unlaunched`` (no launch row), ``first_op_ns``, ``untimed`` (no start or end time,
+    so in none of the others); and, on every row, ``first_call_ns`` (the first CUDA API call)
+    and ``diagnostics_lost`` (diagnostic messages saying records were lost). Cached beside the
+    export. ``counted``: the ``merge``d ``counts`` of the whole trace, computed another way (a
+    piece at a time: ``run.chunked.accounting_counts``); by default read whole."""
     ex = trace.export
 
     def compute() -> pl.DataFrame:
@@ -85,15 +92,18 @@ def _count(n: int, what: str) -> str:
 
 def note(name: str, counted: pl.DataFrame) -> str | None:
     """One line for the report when ``counted`` (``accounting``) shows operations without a
-    launch row or a trace cut in time; None when every operation has its call."""
+    launch row or without a time, or a trace cut in time; None when every operation has its
+    times and its call."""
     if counted.is_empty():
         return None
     rows = {r["kind"]: r for r in counted.iter_rows(named=True)}
-    parts = []
-    for kind, what in (("kernel", "kernel"), ("memcpy", "memcpy"), ("memset", "memset")):
+    parts, untimed = [], []
+    for kind in ("kernel", "memcpy", "memset"):
         r = rows.get(kind)
         if r and r["unlaunched"]:
-            parts.append(f"{r['unlaunched']:,} of {_count(r['ops'], what)}")
+            parts.append(f"{r['unlaunched']:,} of {_count(r['ops'], kind)}")
+        if r and r["untimed"]:
+            untimed.append(_count(r["untimed"], kind))
     first_op = counted["first_op_ns"].min()
     first_call = counted["first_call_ns"][0]
     cut = []
@@ -102,11 +112,15 @@ def note(name: str, counted: pl.DataFrame) -> str | None:
         cut.append(f"its GPU operations begin{ahead} before its first API call")
     if counted["diagnostics_lost"][0]:
         cut.append(f"{_count(counted['diagnostics_lost'][0], 'diagnostic')} say records were lost")
-    if not parts and not cut:
-        return None
-    line = f"{name}: "
+    said = []
     if parts:
-        line += f"{', '.join(parts)} have no launch row (API call); they are counted under the empty range, outside every range"
+        said.append(
+            f"{', '.join(parts)} have no launch row (API call); they are counted under the empty range, outside every range"
+        )
+    if untimed:
+        one = len(untimed) == 1 and untimed[0].startswith("1 ")
+        listed = ", ".join(untimed[:-1]) + " and " + untimed[-1] if len(untimed) > 1 else untimed[0]
+        said.append(f"{listed} {'has' if one else 'have'} no start or end time and {'is' if one else 'are'} not counted")
     if cut:
-        line += ("; " if parts else "") + "the trace looks cut in time: " + " and ".join(cut)
-    return line
+        said.append("the trace looks cut in time: " + " and ".join(cut))
+    return f"{name}: {'; '.join(said)}" if said else None

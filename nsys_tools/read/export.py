@@ -35,6 +35,9 @@ PARTITION_ROWS = 500_000  # tables larger than this are read in parallel rowid p
 NSYS_TIMEOUT_S = 3600  # the longest any nsys call may take; $NSYS_TOOLS_NSYS_TIMEOUT overrides it
 SCRUBBED_TABLE = "NSYS_TOOLS_SCRUBBED"  # written by scrub: a re-export would bring back what it removed
 _REEXPORT = {"on": False}  # --reexport: replace a scrubbed export from its report
+# What connectorx says when it cannot read a result that SQLite can: text that is not UTF-8, or
+# a column without a declared type (a computed one) whose first value is NULL.
+CONNECTORX_FALLBACK = ("utf-8", "utf8", "infer type from null")
 
 
 def allow_reexport(on: bool = True) -> None:
@@ -296,6 +299,7 @@ class Export:
     tables: dict[str, frozenset[str]]
     window: tuple[int, int] | None = None
     declared: dict[tuple[str, str], str] = field(default_factory=dict, compare=False, repr=False)  # (table, column): type
+    not_null: frozenset[tuple[str, str]] = field(default=frozenset(), compare=False, repr=False)  # declared NOT NULL
     probe: bool = False  # every select reads no row: the frames' schemas, at no cost
     planned: PlannedReads | None = field(default=None, compare=False, repr=False)
     held: dict | None = field(default=None, compare=False, repr=False)
@@ -310,6 +314,11 @@ class Export:
 
     def first(self, tables: Sequence[str]) -> str | None:
         return next((t for t in tables if t in self.tables), None)
+
+    def nullable(self, table: str, columns: Iterable[str]) -> bool:
+        """Whether any of ``columns`` of ``table`` may hold NULL: the export does not declare it
+        NOT NULL (every nsys export declares its activity records' times so)."""
+        return any((table, c) not in self.not_null for c in columns)
 
     def require(self, table: str, hint: str) -> None:
         if table not in self.tables:
@@ -379,14 +388,15 @@ class Export:
         connection where a ``-wal`` file sits beside the export (connectorx opens the file for
         writing, and its last connection to close would checkpoint the WAL into the database) or
         where the text read is not valid UTF-8 (exports from other machines hold such bytes:
-        they are read as U+FFFD, the rest of the text as it is)."""
+        they are read as U+FFFD, the rest of the text as it is), or where connectorx cannot type
+        a column (a computed one whose first value is NULL, as in an edited export)."""
         import polars as pl
 
         if not self.path.with_name(self.path.name + "-wal").exists():
             try:
                 return pl.read_database_uri(sql, self.uri, engine="connectorx")
-            except Exception as exc:  # connectorx's own error types; only a decoding error falls back
-                if "utf-8" not in str(exc).lower() and "utf8" not in str(exc).lower():
+            except Exception as exc:  # connectorx's own error types; only these fall back
+                if not any(word in str(exc).lower() for word in CONNECTORX_FALLBACK):
                     raise
         return self._read_sqlite(sql)
 
@@ -523,17 +533,19 @@ def open_export(path: str | Path, nsys: str | Path | None = None) -> Export:
     with reading(source):
         with _connect(sqlite_path) as con:  # the declared types are read too: a damaged schema fails here
             rows = con.execute(
-                "SELECT m.name, p.name, p.type FROM sqlite_master AS m, pragma_table_info(m.name) AS p WHERE m.type = 'table'"
+                'SELECT m.name, p.name, p.type, p."notnull" FROM sqlite_master AS m, pragma_table_info(m.name) AS p '
+                "WHERE m.type = 'table'"
             ).fetchall()
         con.close()
     tables: dict[str, set[str]] = {}
-    for table, column, _ in rows:
+    for table, column, _, _ in rows:
         tables.setdefault(table, set()).add(column)
-    declared = {(table, column): kind or "" for table, column, kind in rows}
+    declared = {(table, column): kind or "" for table, column, kind, _ in rows}
+    not_null = frozenset((table, column) for table, column, _, flag in rows if flag)
     if not tables:
         raise BadExport(source, "holds no tables (an empty export)", "was anything captured? check the nsys profile run")
     if STRINGS not in tables:
         raise BadExport(
             source, "is SQLite but not an Nsight Systems export (no StringIds table)", "export it with nsys export --type sqlite"
         )
-    return Export(sqlite_path, source, {t: frozenset(c) for t, c in tables.items()}, declared=declared)
+    return Export(sqlite_path, source, {t: frozenset(c) for t, c in tables.items()}, declared=declared, not_null=not_null)

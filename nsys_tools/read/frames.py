@@ -19,6 +19,10 @@ from .export import Export
 
 CUDA_HINT = "was it captured with --trace=cuda (nsys profile -t cuda,nvtx)?"
 NO_END = (1 << 63) - 1  # an NVTX range still open when the capture stopped
+TIMES = ("start", "end")
+# A GPU operation with no start or end time (an edited export's; nsys declares them NOT NULL)
+# is in no frame: every figure is timed. ``untimed`` counts them for the report's accounting.
+TIMED, UNTIMED = '"start" IS NOT NULL AND "end" IS NOT NULL', '"start" IS NULL OR "end" IS NULL'
 
 
 def _in_ids(column: str, ids: Iterable[int | None]) -> str:
@@ -90,15 +94,36 @@ def fields(ex: Export, table: str, known: tuple[S.Field, ...], columns: Iterable
     return [f for f in every if f.name in wanted]
 
 
+def _timed(ex: Export, table: str) -> str:
+    """The filter that leaves out ``table``'s operations without a time: none where the export
+    declares both NOT NULL."""
+    return TIMED if ex.nullable(table, TIMES) else ""
+
+
+def untimed(ex: Export) -> pl.LazyFrame:
+    """One row (its ``kind``) per kernel, memcpy or memset with no start or end time: those the
+    other frames leave out. Read only where the export lets a time be NULL."""
+    frames = [
+        ex.select(table, fields(ex, table, known, ["correlation_id"]), UNTIMED).with_columns(kind=pl.lit(kind)).select("kind")
+        for table, known, kind in (
+            (S.KERNEL, S.KERNEL_FIELDS, "kernel"),
+            (S.MEMCPY, S.MEMCPY_FIELDS, "memcpy"),
+            (S.MEMSET, S.MEMSET_FIELDS, "memset"),
+        )
+        if ex.has(table) and ex.nullable(table, TIMES)
+    ]
+    return pl.concat(frames) if frames else pl.LazyFrame(schema={"kind": pl.String})
+
+
 def kernels(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
-    """One row per kernel execution, every column of the kernel table and ``duration_ns`` (or
-    only ``columns``)."""
+    """One row per kernel execution with a start and an end time, every column of the kernel
+    table and ``duration_ns`` (or only ``columns``)."""
     if not ex.has(S.KERNEL):
         ex.require(S.KERNEL, cuda_hint(ex))
     selected = fields(ex, S.KERNEL, S.KERNEL_FIELDS, columns)
     names = [f.sources for f in selected if f.name in ("short_name_id", "demangled_name_id")]
     ex.check_columns(S.KERNEL, [*S.REQUIRED_COLUMNS[S.KERNEL], *names])
-    return ex.select(S.KERNEL, selected)
+    return ex.select(S.KERNEL, selected, _timed(ex, S.KERNEL))
 
 
 def copy_kinds(ex: Export) -> pl.DataFrame:
@@ -113,9 +138,9 @@ def copy_kinds(ex: Export) -> pl.DataFrame:
 
 
 def memops(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
-    """Memcpy and memset operations, every column of both tables (or only ``columns``), with
-    ``kind`` ("memcpy" | "memset"), ``copy_kind`` as text, ``name`` as nsys labels them
-    (``[CUDA memcpy Device-to-Host]``, ``[CUDA memset]``) and ``duration_ns``."""
+    """Memcpy and memset operations with a start and an end time, every column of both tables
+    (or only ``columns``), with ``kind`` ("memcpy" | "memset"), ``copy_kind`` as text, ``name``
+    as nsys labels them (``[CUDA memcpy Device-to-Host]``, ``[CUDA memset]``) and ``duration_ns``."""
     wanted = None if columns is None else {*columns, "copy_kind"}
     frames = []
     for table in (S.MEMCPY, S.MEMSET):
@@ -123,7 +148,7 @@ def memops(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
             ex.check_columns(table)
     if ex.has(S.MEMCPY):
         frames.append(
-            ex.select(S.MEMCPY, fields(ex, S.MEMCPY, S.MEMCPY_FIELDS, wanted))
+            ex.select(S.MEMCPY, fields(ex, S.MEMCPY, S.MEMCPY_FIELDS, wanted), _timed(ex, S.MEMCPY))
             .join(copy_kinds(ex).lazy(), on="copy_kind", how="left")
             .with_columns(
                 kind=pl.lit("memcpy"),
@@ -134,7 +159,7 @@ def memops(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
         )
     if ex.has(S.MEMSET):
         frames.append(
-            ex.select(S.MEMSET, fields(ex, S.MEMSET, S.MEMSET_FIELDS, wanted)).with_columns(
+            ex.select(S.MEMSET, fields(ex, S.MEMSET, S.MEMSET_FIELDS, wanted), _timed(ex, S.MEMSET)).with_columns(
                 kind=pl.lit("memset"), copy_kind=pl.lit(None, pl.String), name=pl.lit("[CUDA memset]")
             )
         )

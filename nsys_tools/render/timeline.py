@@ -96,9 +96,11 @@ def gpu_ops(trace, start_ns: int | None = None, end_ns: int | None = None) -> pl
     ).collect()
     streams = ops.select("gpu_id", "pid", "stream_id").unique().sort(pl.all(), nulls_last=True)
     streams = streams.with_columns(track_tid=pl.int_range(1, pl.len() + 1).over("gpu_id"))
-    return ops.join(streams, on=["gpu_id", "pid", "stream_id"], how="left", nulls_equal=True).with_columns(
+    ops = ops.join(streams, on=["gpu_id", "pid", "stream_id"], how="left", nulls_equal=True).with_columns(
         track_pid=GPU_PID + pl.col("gpu_id")
     )
+    # In time order on each track: the same export gives the same bytes (and flow ids) every run.
+    return ops.sort(["track_pid", "track_tid", "start_ns", "end_ns", "correlation_id"], nulls_last=True)
 
 
 def api_calls(trace, start_ns: int | None = None, end_ns: int | None = None) -> pl.DataFrame:
@@ -176,13 +178,17 @@ def _metadata(ops: pl.DataFrame, calls: pl.DataFrame, ranges: pl.DataFrame, trac
         label = f"GPU {gpu_id}" + (f" ({gpu_names[gpu_id]})" if gpu_id in gpu_names else "") if gpu_id >= 0 else "GPU ?"
         out.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": label}})
         out.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": gpu_id}})
-    for gpu_id, pid, stream, tid in ops.select("gpu_id", "pid", "stream_id", "track_tid").unique().iter_rows():
+    # In a fixed order: the same export gives the same bytes every run.
+    tracks = ops.select("gpu_id", "pid", "stream_id", "track_tid").unique().sort(pl.all(), nulls_last=True)
+    for gpu_id, pid, stream, tid in tracks.iter_rows():
         track = GPU_PID + gpu_id
         out.append({"ph": "M", "name": "thread_name", "pid": track, "tid": tid, "args": {"name": f"stream {stream} (pid {pid})"}})
         out.append({"ph": "M", "name": "thread_sort_index", "pid": track, "tid": tid, "args": {"sort_index": tid}})
-    threads = pl.concat(
-        [calls.select("pid", "tid", track_tid="tid"), ranges.select("pid", "tid", "track_tid")], how="vertical_relaxed"
-    ).unique()
+    threads = (
+        pl.concat([calls.select("pid", "tid", track_tid="tid"), ranges.select("pid", "tid", "track_tid")], how="vertical_relaxed")
+        .unique()
+        .sort(pl.all(), nulls_last=True)
+    )
     for pid in sorted(threads["pid"].unique().to_list()):
         label = f"{names.get(pid) or 'process'} (pid {pid})"
         out.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": label}})

@@ -144,7 +144,7 @@ def _pieces(ex: Export, plan: Callable[[Trace], pl.LazyFrame], window=None) -> I
     """``ex`` as traces whose large tables hold one group of buckets each (split by launch), for
     the reads that ``plan`` (what is computed on each) makes."""
     # Small tables are read once for every piece, held in memory (not the Parquet cache).
-    whole = Export(path=ex.path, source=ex.source, tables=ex.tables, held={})
+    whole = Export(path=ex.path, source=ex.source, tables=ex.tables, not_null=ex.not_null, held={})
     dry = DryRun()
     plan(Trace(replace(whole, planned=dry), window=window)).collect()
     with Spill(bucket_count(ex, dry.reads), KEY, SPILL_BYTES) as spill:

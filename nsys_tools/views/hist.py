@@ -49,6 +49,13 @@ def partial(rows: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
     return metrics.partial(rows, [*keys, "name"], ["duration_ns"])
 
 
+def _edge(k: pl.Expr) -> pl.Expr:
+    """The ``k``-th bin edge, lo + k * width, rounded to 1e-6 ns: Polars may fuse the multiply and
+    add into one rounding on some runs and not others; rounded, both give the same bytes (the
+    exact edge, an integer span over ``BINS``, has a single decimal)."""
+    return (pl.col("lo") + k * pl.col("width")).round(6)
+
+
 def bins_of(merged: pl.LazyFrame, groups: Sequence[str], bins: int = BINS) -> pl.LazyFrame:
     """Each group's histogram from its merged value counts: ``bins`` equal-width bins between
     its min and max (one bin where they are equal)."""
@@ -67,9 +74,9 @@ def bins_of(merged: pl.LazyFrame, groups: Sequence[str], bins: int = BINS) -> pl
         )
         # As numpy.histogram places a value near an edge: by the edges themselves (lo + bin * width).
         .with_columns(
-            bin=pl.when(pl.col("value") < pl.col("lo") + pl.col("bin") * pl.col("width"))
+            bin=pl.when(pl.col("value") < _edge(pl.col("bin")))
             .then(pl.col("bin") - 1)
-            .when((pl.col("value") >= pl.col("lo") + (pl.col("bin") + 1) * pl.col("width")) & (pl.col("bin") < pl.col("n") - 1))
+            .when((pl.col("value") >= _edge(pl.col("bin") + 1)) & (pl.col("bin") < pl.col("n") - 1))
             .then(pl.col("bin") + 1)
             .otherwise(pl.col("bin"))
         )
@@ -87,11 +94,11 @@ def bins_of(merged: pl.LazyFrame, groups: Sequence[str], bins: int = BINS) -> pl
         every.join(counted, on=[*groups, "bin"], how="left", nulls_equal=True)
         .with_columns(
             pl.col("instances").fill_null(0),
-            bin_min_ns=pl.col("lo") + pl.col("bin") * pl.col("width"),
+            bin_min_ns=_edge(pl.col("bin")),
             # The last edge is the longest duration itself, as numpy.linspace makes it.
             bin_max_ns=pl.when(pl.col("bin") == pl.col("n") - 1)
             .then(pl.col("hi").cast(pl.Float64))
-            .otherwise(pl.col("lo") + (pl.col("bin") + 1) * pl.col("width")),
+            .otherwise(_edge(pl.col("bin") + 1)),
         )
         .with_columns(share=pl.col("instances") / pl.col("all"))
     )
@@ -102,10 +109,20 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
     groups = [*keys, metrics.CODE]
     merged = metrics.merge(coded, groups, ["duration_ns"])
     order = merged.select(*groups, total=pl.col("duration_ns:total"))
+    schema = merged.collect_schema()
     table = (
         bins_of(merged, groups)
         .join(order, on=groups, how="left", nulls_equal=True)
-        .sort(["total", *groups, "bin"], descending=[True] + [False] * (len(groups) + 1), nulls_last=True)
+        # A categorical sorts by its codes, which depend on the order names were read: sort its text.
+        .sort(
+            ["total", *(_as_text(g, schema[g]) for g in groups), "bin"],
+            descending=[True] + [False] * (len(groups) + 1),
+            nulls_last=True,
+        )
         .collect()
     )
     return metrics.decoded(table, names).select(*keys, *COLUMNS).lazy()
+
+
+def _as_text(column: str, dtype: pl.DataType) -> pl.Expr:
+    return pl.col(column).cast(pl.String) if isinstance(dtype, (pl.Categorical, pl.Enum)) else pl.col(column)
