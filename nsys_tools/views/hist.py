@@ -18,11 +18,12 @@ from ..read import frames as events
 from . import View
 from . import stats as metrics
 
-VIEW = View("hist", "duration histogram per kernel (or per range)")
+VIEW = View("hist", "duration histogram per kernel (or per range)", splittable=True)
 
 BINS = 10
 COLUMNS = ("name", "bin", "bin_min_ns", "bin_max_ns", "instances", "share")
 RANGE_NAME = ("domain", "range", "style")
+WHOLE = {"of": "ranges"}  # read whole: a range instance's operations may fall in several pieces
 
 
 def read(trace, by: Sequence[str], *, of: str = "kernels", names: str = "demangled") -> pl.LazyFrame:
@@ -65,11 +66,14 @@ def bins_of(merged: pl.LazyFrame, groups: Sequence[str], bins: int = BINS) -> pl
             .otherwise(0)
             .clip(0, pl.col("n") - 1)
         )
-        # As numpy.histogram places a value near an edge: by the edges themselves (lo + bin * width).
+    )
+    # As numpy.histogram places a value near an edge: by the edges themselves.
+    counted = (
+        edges(counted, lower=pl.col("bin"), upper=pl.col("bin") + 1)
         .with_columns(
-            bin=pl.when(pl.col("value") < pl.col("lo") + pl.col("bin") * pl.col("width"))
+            bin=pl.when(pl.col("value") < pl.col("lower"))
             .then(pl.col("bin") - 1)
-            .when((pl.col("value") >= pl.col("lo") + (pl.col("bin") + 1) * pl.col("width")) & (pl.col("bin") < pl.col("n") - 1))
+            .when((pl.col("value") >= pl.col("upper")) & (pl.col("bin") < pl.col("n") - 1))
             .then(pl.col("bin") + 1)
             .otherwise(pl.col("bin"))
         )
@@ -83,27 +87,46 @@ def bins_of(merged: pl.LazyFrame, groups: Sequence[str], bins: int = BINS) -> pl
         .with_columns(bin=pl.int_ranges(0, pl.col("n")))
         .explode("bin")
     )
+    joined = every.join(counted, on=[*groups, "bin"], how="left", nulls_equal=True)
     return (
-        every.join(counted, on=[*groups, "bin"], how="left", nulls_equal=True)
+        edges(joined, bin_min_ns=pl.col("bin"), bin_max_ns=pl.col("bin") + 1)
         .with_columns(
             pl.col("instances").fill_null(0),
-            bin_min_ns=pl.col("lo") + pl.col("bin") * pl.col("width"),
             # The last edge is the longest duration itself, as numpy.linspace makes it.
-            bin_max_ns=pl.when(pl.col("bin") == pl.col("n") - 1)
-            .then(pl.col("hi").cast(pl.Float64))
-            .otherwise(pl.col("lo") + (pl.col("bin") + 1) * pl.col("width")),
+            bin_max_ns=pl.when(pl.col("bin") == pl.col("n") - 1).then(pl.col("hi").cast(pl.Float64)).otherwise("bin_max_ns"),
         )
         .with_columns(share=pl.col("instances") / pl.col("all"))
+    )
+
+
+def edges(frame: pl.LazyFrame, **at: pl.Expr) -> pl.LazyFrame:
+    """``frame`` with a column per ``at``: the bin edge for its ``k``, ``lo + k * (hi - lo) / n``
+    computed as numpy.linspace computes it (the step, times k, plus lo, each rounded to a double).
+    Computed by numpy: Polars' engines may fuse or reorder the float operations, which moves an
+    edge by a unit in the last place, and a value on the edge into the next bin."""
+
+    def edge(row: pl.Series) -> pl.Series:
+        lo, hi, n, k = (row.struct.field(c).to_numpy().astype(float) for c in ("lo", "hi", "n", "k"))
+        return pl.Series(k * ((hi - lo) / n) + lo, dtype=pl.Float64)
+
+    return frame.with_columns(
+        pl.struct("lo", "hi", "n", k=k).map_batches(edge, return_dtype=pl.Float64, is_elementwise=True).alias(name)
+        for name, k in at.items()
     )
 
 
 def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
     groups = [*keys, "name"]
     merged = metrics.merge(partials, groups, ["duration_ns"])
-    order = merged.select(*groups, total=pl.col("duration_ns:total"))
+    # Each group is one integer (its place in the table) through the bins, and named at the end:
+    # a group-by, join or sort on several keys copies their text into each of its rows, and a
+    # kernel's name may be megabytes long.
+    merged = merged.sort(
+        ["duration_ns:total", *groups], descending=[True] + [False] * len(groups), nulls_last=True
+    ).with_row_index("group")
     return (
-        bins_of(merged, groups)
-        .join(order, on=groups, how="left", nulls_equal=True)
-        .sort(["total", *groups, "bin"], descending=[True] + [False] * (len(groups) + 1), nulls_last=True)
+        bins_of(merged.drop(groups), ["group"])
+        .sort("group", "bin")
+        .join(merged.select("group", *groups), on="group", how="left", maintain_order="left")
         .select(*keys, *COLUMNS)
     )
