@@ -136,11 +136,13 @@ def _write(text: str, output: Path | None) -> None:
     stderr.print(f"Wrote {output}", markup=False)
 
 
-def _write_parquet(frame, output: Path) -> None:
+def _write_frame(frame, output: Path, kind: str) -> None:
+    """``frame`` to ``output`` as ``kind`` ("parquet" or "csv"), by Polars straight into the
+    file (not through a string: a table of megabyte names is hundreds of MB of text)."""
     from ..files import replaced_atomically
 
     with replaced_atomically(output) as partial:
-        frame.write_parquet(partial)
+        getattr(frame, f"write_{kind}")(partial)
     stderr.print(f"Wrote {output}", markup=False)
 
 

@@ -19,7 +19,7 @@ from .app import (
     _skipped,
     _stale_notes,
     _write,
-    _write_parquet,
+    _write_frame,
     app,
     friendly,
     stderr,
@@ -382,8 +382,8 @@ def report(
         href = f"{chart_base_url.rstrip('/')}/{chart.name}" if chart_base_url else _relative(chart_path, base)
         title = f"{table_view} chart"
         link = f"\n![{title}]({href})\n" if chart.suffix == ".png" else f"\n[{title} (interactive)]({href})\n"
-    if parquet:
-        _write_parquet(frame, target)
+    if parquet or fmt is Format.csv and target is not None:
+        _write_frame(frame, target, "parquet" if parquet else "csv")
     elif fmt is Format.markdown:
         _write(render(frame, fmt, of=rows, max_chars=cap, hint=hint) + link, target)
     else:
