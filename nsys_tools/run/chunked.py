@@ -194,6 +194,9 @@ def _ordered(ex: Export, view: str, by: Sequence[str], options: dict, window=Non
             timed.add("rows", rows.with_columns(_slot=slot.clip(0, slots - 1).fill_null(slots - 1)).collect())
             if side is not None:  # the same rows from every piece that sees them: kept once
                 sides = [pl.concat([*sides, side.collect()], how="vertical_relaxed").unique()]
+            # This piece's frames (and, through its export, the NVTX ranges every piece holds) go
+            # now: not kept while the next piece is read, nor while the slices are folded.
+            trace = rows = side = None
         if timed.flushes:
             timed.flush()
         # A view that needs the side rows while it folds (``idle``: the blocking calls) starts from them.
