@@ -49,6 +49,22 @@ def glob_regex(pattern: str) -> str:
     return "^(?s:" + "".join(out) + ")$"
 
 
+def glob_like(pattern: str) -> str:
+    """A SQL ``LIKE`` pattern matching at least what the shell glob ``pattern`` matches (``*``
+    -> ``%``, ``?`` and a ``[seq]`` -> ``_``; ``LIKE`` ignores ASCII case, and a ``%`` or ``_``
+    in the glob matches more): a cheap filter as rows are read, before ``glob_regex``'s exact one."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "[" and pattern.find("]", i + 2) > 0:
+            out.append("_")
+            i = pattern.find("]", i + 2)
+        else:
+            out.append({"*": "%", "?": "_"}.get(c, c))
+        i += 1
+    return "".join(out)
+
+
 def matching(ex: Export, ids: pl.Series, pattern: str) -> pl.DataFrame:
     """Of the string ids ``ids``, those whose text matches the regular expression ``pattern``:
     ``id``, ``name``. Each distinct id is read and matched once, however many rows carry it."""

@@ -50,7 +50,7 @@ def once(trace, by: Sequence[str]) -> pl.LazyFrame | None:
     on_host = [c for c in by if c in ("pid", "process_name")]
     if len(on_host) < len(by):
         return None
-    ranges = trace.ranges(columns=[*on_host, "range", "uint64_value", "int64_value"])
+    ranges = trace.ranges(columns=[*on_host, "range", "uint64_value", "int64_value"], like=["nccl%"])
     have = ranges.collect_schema().names()
     payload = pl.coalesce([pl.col(c) for c in ("uint64_value", "int64_value") if c in have] or [pl.lit(None, pl.Int64)])
     sizes = ranges.with_columns(text=pl.col("range").cast(pl.String)).filter(pl.col("text").str.contains(RANGE))
