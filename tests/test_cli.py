@@ -282,3 +282,18 @@ def test_report_on_a_local_dask_cluster_equals_the_local_report():
     local = runner.invoke(app, args)
     on_dask = runner.invoke(app, [*args, "--scheduler", "local:2"])
     assert on_dask.exit_code == 0 and on_dask.stdout == local.stdout and "triton/4096x768" in local.stdout
+
+
+def test_csv_to_stdout_in_slices_is_the_file_written_whole(tmp_path, monkeypatch):
+    """CSV goes to stdout a slice of rows at a time: the same bytes as the file Polars writes."""
+    import importlib
+
+    report = importlib.import_module("nsys_tools.cli.report")
+    monkeypatch.setattr(report, "CSV_SLICE_BYTES", 64)  # a few rows a slice
+    slices = []
+    monkeypatch.setattr(report, "emit", lambda text: slices.append(text) or print(text, end=""))
+    target = tmp_path / "t.csv"
+    args = ["report", str(NEW), "--view", "hist", "--names", "short", "-f", "csv"]
+    assert runner.invoke(app, [*args, "-o", str(target)]).exit_code == 0
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and res.stdout == target.read_text() and len(slices) > 10

@@ -21,6 +21,7 @@ from .app import (
     _write,
     _write_frame,
     app,
+    emit,
     friendly,
     stderr,
 )
@@ -40,6 +41,8 @@ from .options import (
 )
 
 COMMENT_CHARS = 60_000  # markdown is cut to fit an issue comment (GitHub allows 65,536)
+
+CSV_SLICE_BYTES = 16 * 2**20  # of a table, written as CSV text at a time (not all of it at once)
 
 
 def _glob(pattern: str | None, option: str) -> str | None:
@@ -386,6 +389,10 @@ def report(
         _write_frame(frame, target, "parquet" if parquet else "csv")
     elif fmt is Format.markdown:
         _write(render(frame, fmt, of=rows, max_chars=cap, hint=hint) + link, target)
+    elif fmt is Format.csv and frame.height:  # to stdout, in slices of about CSV_SLICE_BYTES
+        step = max(1, frame.height * CSV_SLICE_BYTES // max(1, frame.estimated_size()))
+        for k, part in enumerate(frame.iter_slices(step)):
+            emit(part.write_csv(include_header=k == 0))
     else:
         _write(render(frame, fmt), target)
     if failures:
