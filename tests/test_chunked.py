@@ -21,6 +21,7 @@ from nsys_tools.read.window import WindowSpec
 from nsys_tools.run import chunked
 from nsys_tools.run.spill import Spill
 
+from . import nccl_derived
 from .conftest import FIXTURES
 
 DEMO = Path(__file__).resolve().parents[1] / "reports" / "sweeps" / "20261129-183449-quiet"
@@ -58,7 +59,17 @@ CASES = (
         ]
     ]
     + [("doubled-launch", "overlap", ("device",), {}), ("multi-gpu", "overlap", ("stream",), {"step": "forward"})]
+    + [("nccl-derived", "nccl", by, {}) for by in ((), ("process",), ("device", "process"), ("stream",))]
+    + [("nccl-derived", "nccl", ("process",), {"window": WindowSpec(within="step=*#2")})]
+    + [(name, "hist", ("device",), {}) for name in ("fixture-2025.3", "doubled-launch", "nccl-derived")]
+    + [("multi-gpu", "hist", ("process",), {"names": "short"}), ("multi-gpu", "hist", (), {"of": "ranges"})]
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _nccl_derived(tmp_path_factory):
+    """The derived NCCL export, built once: its kernels and its payload ranges both in the cases."""
+    EXPORTS["nccl-derived"] = nccl_derived.export(tmp_path_factory.mktemp("nccl"))
 
 
 @pytest.fixture

@@ -60,7 +60,15 @@ def test_the_builtin_views_declare_themselves():
         "sync", "utilization",
     )  # fmt: skip
     assert [v.name for v in views.REGISTRY.values() if v.ordered] == ["gaps", "idle", "overlap", "ranges", "utilization"]
-    assert [v.name for v in views.REGISTRY.values() if v.splittable] == ["api", "kernels", "launch", "memops", "sync"]
+    assert [v.name for v in views.REGISTRY.values() if v.splittable] == [
+        "api",
+        "hist",
+        "kernels",
+        "launch",
+        "memops",
+        "nccl",
+        "sync",
+    ]
     assert views.get("kernels").VIEW == replace(views.spec("kernels"), module="")  # read from the source as written
     assert views.spec("gaps").options == ("min_gap_ns",)
     assert set(views.spec("kernels").options) == {"names", "include_memops", "nesting"}

@@ -109,9 +109,12 @@ def test_gaps_and_idle_intervals_equal_gpu_gaps(runs):
     assert every.height == 1799
     ours = view_table([runs["a"]], "gaps", min_gap_ns=0).select(every.columns)
     assert ours.sort("gap_start_ns").rows() == every.sort("gap_start_ns").rows()
-    (totals,) = view_table([runs["a"]], "idle", by=["device"]).group_by("gpu_id").agg(
-        pl.col("intervals").sum(), pl.col("total_ns").sum()
-    ).iter_rows(named=True)
+    (totals,) = (
+        view_table([runs["a"]], "idle", by=["device"])
+        .group_by("gpu_id")
+        .agg(pl.col("intervals").sum(), pl.col("total_ns").sum())
+        .iter_rows(named=True)
+    )
     assert (totals["intervals"], totals["total_ns"]) == (every.height, every["gap_ns"].sum())
     over = gpu_gaps(1)
     assert over.height == 9 and (over["gap_ns"] > 1_000_000).all()

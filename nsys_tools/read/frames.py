@@ -252,8 +252,11 @@ def os_id(serialized: pl.Expr, *, thread: bool = False) -> pl.Expr:
 NVTX_COLUMNS = ("start_ns", "end_ns", "global_tid", "style", "range", "domain")
 
 
-def nvtx_ranges(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
-    """NVTX push/pop and start/end ranges with their text (inline ``text`` or ``textId``) and domain.
+def nvtx_ranges(ex: Export, columns: Iterable[str] | None = None, *, like: Sequence[str] = ()) -> pl.LazyFrame:
+    """NVTX push/pop and start/end ranges with their text (inline ``text`` or ``textId``) and domain;
+    ``like``: only those whose text matches one of these SQL ``LIKE`` patterns (filtered as the
+    export is read; ASCII case is ignored, so the caller narrows further where case matters, and
+    ``range_instance`` then numbers the matching ranges only).
 
     Columns: ``range_instance, start_ns, end_ns, global_tid, style ("pushpop" | "startend"), range,
     domain``, then every other column of the NVTX table (or ``columns`` only). A range still open
@@ -271,7 +274,17 @@ def nvtx_ranges(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFram
     needed = {"start_ns", "end_ns", "event_type", "global_tid", "end_global_tid", "text", "text_id", "domain_id"}
     wanted = None if columns is None else {*columns, *needed}
     types = S.NVTX_PUSHPOP + S.NVTX_STARTEND + (S.NVTX_DOMAIN_CREATE,)
-    raw = ex.select(S.NVTX, fields(ex, S.NVTX, S.NVTX_FIELDS, wanted), f"eventType IN ({','.join(map(str, types))})").collect()
+    where = f"eventType IN ({','.join(map(str, types))})"
+    if like:
+
+        def matches(column: str) -> str:
+            return " OR ".join("{} LIKE '{}'".format(column, p.replace("'", "''")) for p in like)
+
+        texts = [matches("text")] if "text" in ex.tables[S.NVTX] else []
+        if "textId" in ex.tables[S.NVTX]:
+            texts.append(f"textId IN (SELECT id FROM {S.STRINGS} WHERE {matches('value')})")
+        where += f" AND (eventType = {S.NVTX_DOMAIN_CREATE} OR {' OR '.join(texts)})"  # domains are named by their own rows
+    raw = ex.select(S.NVTX, fields(ex, S.NVTX, S.NVTX_FIELDS, wanted), where).collect()
     inline = pl.when(pl.col("text") != "").then("text")  # a resolved textId wins over empty inline text
     raw = attach_names(ex, raw, {"text_id": "text_from_id"}).with_columns(
         range=pl.coalesce("text_from_id", inline, "text"), global_pid=global_pid(pl.col("global_tid"))

@@ -265,15 +265,17 @@ class Trace:
         return self._once(key, read)
 
     @_deferred
-    def ranges(self, columns: Sequence[str] | None = None) -> pl.LazyFrame:
+    def ranges(self, columns: Sequence[str] | None = None, *, like: Sequence[str] = ()) -> pl.LazyFrame:
         """One row per NVTX push/pop or start/end range that starts and ends on one thread:
         ``range_instance, start_ns, end_ns, global_tid, style, range`` (its text), ``domain``,
         ``duration_ns`` (null for a range still open at the end), every other column of the
-        NVTX table, ``pid``, ``tid`` and ``process_name``."""
-        key = ("ranges", None if columns is None else tuple(columns))
+        NVTX table, ``pid``, ``tid`` and ``process_name``. ``like``: only ranges whose text
+        matches one of these SQL ``LIKE`` patterns (ASCII case ignored; ``range_instance`` then
+        numbers those only), filtered as the export is read."""
+        key = ("ranges", None if columns is None else tuple(columns), tuple(like))
 
         def read() -> pl.LazyFrame:
-            ranges = events.nvtx_ranges(self.export, _reads(columns, DERIVED_RANGES)).with_columns(
+            ranges = events.nvtx_ranges(self.export, _reads(columns, DERIVED_RANGES), like=like).with_columns(
                 global_pid=events.global_pid(pl.col("global_tid")),
                 duration_ns=pl.when(pl.col("end_ns") < events.NO_END).then(pl.col("end_ns") - pl.col("start_ns")),
             )

@@ -19,7 +19,8 @@ al., 1983):
    by ``select(lookup=True)``); the NVTX ranges, names and other small tables are read whole,
    once, and held for every piece (``Export.held``);
 4. the pieces' partial tables concatenate into the export's: they merge exactly, as partials
-   of several exports do.
+   of several exports do (with the partial of a view's ``once`` rows, those of the small tables
+   alone, read one time beside them: ``nccl``'s payload ranges).
 
 Attribution depends only on the launching call's thread and times, so no NVTX range is cut by a
 window or a bucket. Views whose partial needs the operations in time order (``views.ORDERED``:
@@ -123,12 +124,14 @@ def view_partial(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.
     whole export."""
     options = dict(options)
     window = views.windowed(Trace(ex), options.pop("window", None)).window
-    if views.spec(view).splittable:
+    if views.splits(view, options):
 
         def plan(trace: Trace) -> pl.LazyFrame:
-            return views.partial(view, trace, by, **options)
+            return views.partial(view, trace, by, part="pieces", **options)
 
-        return pl.concat([plan(trace).collect() for trace in _pieces(ex, plan, window)], how="diagonal_relaxed")
+        parts = [plan(trace).collect() for trace in _pieces(ex, plan, window)]
+        once = views.partial(view, Trace(ex, window=window), by, part="once", **options)  # rows of the small tables
+        return pl.concat([*parts, *([] if once is None else [once.collect()])], how="diagonal_relaxed")
     if views.spec(view).ordered:
         return _ordered(ex, view, by, options, window)
     return views.partial(view, Trace(ex, window=window), by, **options).collect()
@@ -194,6 +197,9 @@ def _ordered(ex: Export, view: str, by: Sequence[str], options: dict, window=Non
             timed.add("rows", rows)  # names as numbers: the files hold no text
             if side is not None:  # the same rows from every piece that sees them: kept once
                 sides = [pl.concat([*sides, side.collect()], how="vertical_relaxed").unique()]
+            # This piece's frames (and, through its export, the NVTX ranges every piece holds) go
+            # now: not kept while the next piece is read, nor while the slices are folded.
+            trace = rows = side = None
         if timed.flushes:
             timed.flush()
         # A view that needs the side rows while it folds (``idle``: the blocking calls) starts from them.

@@ -27,6 +27,13 @@ one task per export on a cluster) share every step:
 * ``finalize(partials, keys, **options)``: pure, merges the concatenated partials and computes
   the table.
 
+A splittable view whose rows come partly from the small tables alone (``nccl``: the payloads of
+NCCL's NVTX ranges, which every piece of an export holds whole) names that part ``once(trace,
+keys, **options)`` (None where it has none) and the rest ``pieces(trace, keys, **options)``; its
+``read`` is the two together. ``run/chunked.py`` reads ``pieces`` per piece and ``once`` one
+time per export. A view read in pieces only under some options lists the others in ``WHOLE``
+(``hist``: ``{"of": "ranges"}``, a range instance's operations may fall in several pieces).
+
 ``keys`` are the leading group-by columns: ``by_columns(["device", "process", "stream"])``, and
 ``file`` when exports are kept apart. ``partial`` and ``finalize`` below run a view by name,
 routing each option to the step that takes it; ``table`` is both for one trace.
@@ -201,21 +208,35 @@ def windowed(trace: Trace, window) -> Trace:
     return trace.within(resolve(trace, window) if isinstance(window, WindowSpec) else window)
 
 
-def partial(name: str, trace: Trace, by: Sequence[str], *, window=None, **options) -> pl.LazyFrame:
+def partial(name: str, trace: Trace, by: Sequence[str], *, window=None, part: str = "read", **options) -> pl.LazyFrame:
     """View ``name``'s partial table of one trace, grouped by the ``by`` columns (``by_columns``),
-    of what starts inside ``window`` (``windowed``)."""
+    of what starts inside ``window`` (``windowed``); ``part`` as ``read`` takes it (None where
+    the view's ``once`` has no rows)."""
     view = get(name)
     trace = windowed(trace, window)
     unknown = set(options) - {*_options(view.read), *_options(view.partial)}
     if unknown:
         raise TypeError(f"view {name} takes no option {sorted(unknown)[0]!r}")
-    return view.partial(read(name, trace, by, **options), by, **window_options(name, options))
+    rows = read(name, trace, by, part=part, **options)
+    return None if rows is None else view.partial(rows, by, **window_options(name, options))
 
 
-def read(name: str, trace: Trace, by: Sequence[str], **options) -> pl.LazyFrame:
-    """View ``name``'s frame of one trace (its ``read``), with the options that step takes."""
+def read(name: str, trace: Trace, by: Sequence[str], *, part: str = "read", **options) -> pl.LazyFrame:
+    """View ``name``'s frame of one trace (its ``read``; ``part="pieces"`` or ``"once"``, those
+    parts of it where the view has them), with the options that step takes."""
     view = get(name)
-    return view.read(trace, by, **{k: v for k, v in options.items() if k in _options(view.read)})
+    if not hasattr(view, "once"):  # all of it is read per piece
+        if part == "once":
+            return None
+        part = "read"
+    return getattr(view, part)(trace, by, **{k: v for k, v in options.items() if k in _options(view.read)})
+
+
+def splits(name: str, options: dict) -> bool:
+    """Whether view ``name`` with ``options`` is read in pieces: it is splittable, and no option
+    has a value its ``WHOLE`` lists."""
+    whole = getattr(get(name), "WHOLE", {})
+    return spec(name).splittable and not any(options.get(k) == v for k, v in whole.items())
 
 
 def window_options(name: str, options: dict) -> dict:

@@ -18,11 +18,12 @@ from ..read import frames as events
 from . import View
 from . import stats as metrics
 
-VIEW = View("hist", "duration histogram per kernel (or per range)")
+VIEW = View("hist", "duration histogram per kernel (or per range)", splittable=True)
 
 BINS = 10
 COLUMNS = ("name", "bin", "bin_min_ns", "bin_max_ns", "instances", "share")
 RANGE_NAME = ("domain", "range", "style")
+WHOLE = {"of": "ranges"}  # read whole: a range instance's operations may fall in several pieces
 
 
 def read(trace, by: Sequence[str], *, of: str = "kernels", names: str = "demangled") -> pl.LazyFrame:
@@ -49,13 +50,6 @@ def partial(rows: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
     return metrics.partial(rows, [*keys, "name"], ["duration_ns"])
 
 
-def _edge(k: pl.Expr) -> pl.Expr:
-    """The ``k``-th bin edge, lo + k * width, rounded to 1e-6 ns: Polars may fuse the multiply and
-    add into one rounding on some runs and not others; rounded, both give the same bytes (the
-    exact edge, an integer span over ``BINS``, has a single decimal)."""
-    return (pl.col("lo") + k * pl.col("width")).round(6)
-
-
 def bins_of(merged: pl.LazyFrame, groups: Sequence[str], bins: int = BINS) -> pl.LazyFrame:
     """Each group's histogram from its merged value counts: ``bins`` equal-width bins between
     its min and max (one bin where they are equal)."""
@@ -72,11 +66,14 @@ def bins_of(merged: pl.LazyFrame, groups: Sequence[str], bins: int = BINS) -> pl
             .otherwise(0)
             .clip(0, pl.col("n") - 1)
         )
-        # As numpy.histogram places a value near an edge: by the edges themselves (lo + bin * width).
+    )
+    # As numpy.histogram places a value near an edge: by the edges themselves.
+    counted = (
+        edges(counted, lower=pl.col("bin"), upper=pl.col("bin") + 1)
         .with_columns(
-            bin=pl.when(pl.col("value") < _edge(pl.col("bin")))
+            bin=pl.when(pl.col("value") < pl.col("lower"))
             .then(pl.col("bin") - 1)
-            .when((pl.col("value") >= _edge(pl.col("bin") + 1)) & (pl.col("bin") < pl.col("n") - 1))
+            .when((pl.col("value") >= pl.col("upper")) & (pl.col("bin") < pl.col("n") - 1))
             .then(pl.col("bin") + 1)
             .otherwise(pl.col("bin"))
         )
@@ -90,17 +87,31 @@ def bins_of(merged: pl.LazyFrame, groups: Sequence[str], bins: int = BINS) -> pl
         .with_columns(bin=pl.int_ranges(0, pl.col("n")))
         .explode("bin")
     )
+    joined = every.join(counted, on=[*groups, "bin"], how="left", nulls_equal=True)
     return (
-        every.join(counted, on=[*groups, "bin"], how="left", nulls_equal=True)
+        edges(joined, bin_min_ns=pl.col("bin"), bin_max_ns=pl.col("bin") + 1)
         .with_columns(
             pl.col("instances").fill_null(0),
-            bin_min_ns=_edge(pl.col("bin")),
             # The last edge is the longest duration itself, as numpy.linspace makes it.
-            bin_max_ns=pl.when(pl.col("bin") == pl.col("n") - 1)
-            .then(pl.col("hi").cast(pl.Float64))
-            .otherwise(_edge(pl.col("bin") + 1)),
+            bin_max_ns=pl.when(pl.col("bin") == pl.col("n") - 1).then(pl.col("hi").cast(pl.Float64)).otherwise("bin_max_ns"),
         )
         .with_columns(share=pl.col("instances") / pl.col("all"))
+    )
+
+
+def edges(frame: pl.LazyFrame, **at: pl.Expr) -> pl.LazyFrame:
+    """``frame`` with a column per ``at``: the bin edge for its ``k``, ``lo + k * (hi - lo) / n``
+    computed as numpy.linspace computes it (the step, times k, plus lo, each rounded to a double).
+    Computed by numpy: Polars' engines may fuse or reorder the float operations, which moves an
+    edge by a unit in the last place, and a value on the edge into the next bin."""
+
+    def edge(row: pl.Series) -> pl.Series:
+        lo, hi, n, k = (row.struct.field(c).to_numpy().astype(float) for c in ("lo", "hi", "n", "k"))
+        return pl.Series(k * ((hi - lo) / n) + lo, dtype=pl.Float64)
+
+    return frame.with_columns(
+        pl.struct("lo", "hi", "n", k=k).map_batches(edge, return_dtype=pl.Float64, is_elementwise=True).alias(name)
+        for name, k in at.items()
     )
 
 

@@ -27,7 +27,7 @@ COLUMNS = ("step", "step_start_ns", "start_ns", "end_ns", "compute_ns", "nccl_ns
 
 
 def read(trace, by: Sequence[str], *, step: str = "*step*") -> pl.LazyFrame:
-    from ..read.names import glob_regex
+    from ..read.names import glob_like, glob_regex
 
     line = timeline(by)
     ops = trace.gpu_ops(
@@ -35,7 +35,7 @@ def read(trace, by: Sequence[str], *, step: str = "*step*") -> pl.LazyFrame:
     )
     ops = ops.select(*line, "start_ns", "end_ns", "global_tid", "api_start_ns", cls=U.op_class(pl.col("kind"), pl.col("name")))
     steps = (
-        trace.ranges(columns=["range", "start_ns", "end_ns", "global_tid"])
+        trace.ranges(columns=["range", "start_ns", "end_ns", "global_tid"], like=[glob_like(step)])
         .filter(pl.col("range").cast(pl.String).str.contains(glob_regex(step)))
         .select("global_tid", step=pl.col("range").cast(pl.String), step_start_ns="start_ns", step_end_ns="end_ns")
         .sort("step_start_ns")
