@@ -14,19 +14,56 @@ from pathlib import Path
 from .errors import OutputError
 
 _HINTS = {
-    errno.ENOSPC: "free some space on that device, or write elsewhere",
-    errno.EDQUOT: "free some space on that device, or write elsewhere",
-    errno.EROFS: "that file system is read-only; write elsewhere",
-    errno.EACCES: "you may not write there; write elsewhere",
-    errno.EPERM: "you may not write there; write elsewhere",
+    errno.ENOSPC: "free some space on that device, or {elsewhere}",
+    errno.EDQUOT: "free some space on that device, or {elsewhere}",
+    errno.EFBIG: "the file would pass a size limit of this system or its file system; {elsewhere}",
+    errno.EIO: "the device may be full or failing, or the file past a size limit of this system; {elsewhere}",
+    errno.EROFS: "that file system is read-only; {elsewhere}",
+    errno.EACCES: "you may not write there; {elsewhere}",
+    errno.EPERM: "you may not write there; {elsewhere}",
     errno.ENOENT: "check that the folder exists",
     errno.ENOTDIR: "a part of the path is a file, not a folder",
 }
+_SQLITE_WRITES = {"SQLITE_FULL": errno.ENOSPC, "SQLITE_IOERR_WRITE": errno.EIO}  # SQLite keeps no errno
+_OS_ERROR = re.compile(r"\(os error (\d+)\)|\[errno (\d+)\]", re.IGNORECASE)  # Rust's and Arrow's words for one
+_LOST_ERROR = "transport error"  # Polars' Parquet footer that could not be written, its errno lost
 
 
-def output_error(path: str | Path | None, exc: OSError) -> OutputError:
-    """An ``OSError`` met while writing ``path``, as the one line the CLI prints."""
-    return OutputError(path, f"cannot be written ({exc.strerror or exc})", _HINTS.get(exc.errno or 0, "write elsewhere"))
+def _failed_write(exc: BaseException) -> tuple[int, str] | None:
+    """The ``errno`` of a write that failed and its words, also when a native library (Polars,
+    Arrow, SQLite) raised it as an error of its own; None for an error that is not a failed write."""
+    if isinstance(exc, OSError):
+        return (exc.errno or 0, os.strerror(exc.errno) if exc.errno else str(exc))
+    name = getattr(exc, "sqlite_errorname", None)
+    if name is not None:
+        return (_SQLITE_WRITES[name], str(exc)) if name in _SQLITE_WRITES else None
+    text = str(exc)
+    found = _OS_ERROR.search(text)
+    if found:
+        code = int(found.group(1) or found.group(2))
+        return code, os.strerror(code)
+    return (errno.EIO, "the write failed part way") if _LOST_ERROR in text else None
+
+
+def output_error(path: str | Path | None, exc: BaseException, elsewhere: str = "write elsewhere") -> OutputError:
+    """An error met while writing ``path`` (an ``OSError``, or a native library's failed write),
+    as the one line the CLI prints; ``elsewhere`` says how to write it somewhere else."""
+    code, reason = _failed_write(exc) or (0, str(exc))
+    return OutputError(path, f"cannot be written ({reason})", _HINTS.get(code, "{elsewhere}").format(elsewhere=elsewhere))
+
+
+@contextmanager
+def writing(path: str | Path, elsewhere: str = "write elsewhere") -> Iterator[None]:
+    """Run a block that writes ``path``: a failed write (an ``OSError``, or a native library's
+    error carrying one) comes out as one ``OutputError`` naming it."""
+    try:
+        yield
+    except OutputError:
+        raise
+    except Exception as exc:
+        if _failed_write(exc) is None:
+            raise
+        raise output_error(path, exc, elsewhere) from exc
 
 
 # -- what a run leaves behind, and how it goes however the run ends --------------------------
@@ -144,26 +181,46 @@ def replaced_atomically(path: Path) -> Iterator[Path]:
     """A hidden sibling of the file ``path`` names (through symlinks: the link stays, its target
     is replaced) to write; same suffix, so writers that go by it still can; unique to this
     process. It is renamed over the target when the block ends, with the target's permissions,
-    and removed if the block raises, so the target is either what it was or complete. Errors
-    of the file system come out as ``OutputError``."""
+    and removed if the block raises, so the target is either what it was or complete. A failed
+    write (``writing``) comes out as ``OutputError``."""
     target = Path(os.path.realpath(path))
     partial = target.with_name(f".{target.stem}.{os.getpid()}.partial{target.suffix}")
     for stale in target.parent.glob(f".{glob_escape(target.stem)}.*.partial{glob_escape(target.suffix)}"):
         reap_one(stale)  # a killed run's partial write of this same file
     track(partial)
     try:
-        yield partial
-        if target.exists():
-            os.chmod(partial, stat.S_IMODE(target.stat().st_mode))
-        partial.replace(target)
-    except OSError as exc:
-        raise output_error(path, exc) from exc
+        with writing(path):
+            yield partial
+            if target.exists():
+                os.chmod(partial, stat.S_IMODE(target.stat().st_mode))
+            partial.replace(target)
     finally:
         try:
             partial.unlink(missing_ok=True)
         except OSError:
             pass
         untrack(partial)
+
+
+@contextmanager
+def made_folder(folder: Path) -> Iterator[Path]:
+    """``folder``, made with its parents, for a block that fills it; the folders made here are
+    removed again (those still empty) if the block raises."""
+    made, here = [], Path(os.path.abspath(folder))
+    while not os.path.lexists(here):
+        made.append(here)
+        here = here.parent
+    with writing(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+    try:
+        yield folder
+    except BaseException:
+        for empty in made:  # deepest first
+            try:
+                empty.rmdir()
+            except OSError:
+                break
+        raise
 
 
 def glob_escape(text: str) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import BadExport, NsysToolsError
+from ..errors import BadExport, NsysToolsError, OutputError
 from .app import _fail, app, emit, friendly, stderr
 
 
@@ -51,6 +51,8 @@ def scrub(
         name = shown(path)
         try:
             result = check_export(path) if check else scrub_export(path)
+        except OutputError:
+            raise  # a full disk fails the next export too: one error, and the run ends
         except NsysToolsError as err:
             failures.append(err)
             continue

@@ -42,14 +42,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import BadExport, OutputError
-from ..files import replaced_atomically
+from ..errors import BadExport
+from ..files import output_error, replaced_atomically, writing
 from . import cache
 from . import schema as S
 from .export import REPORT_SUFFIXES, SCRUBBED_TABLE, check_sqlite, reading
 
 PLACEHOLDER = "[scrubbed]"
 USER, HOST, NSYS = "<user>", "<host>", "<nsys>"
+ELSEWHERE = "move the export to another disk and scrub it there"  # scrubbed in place
 HOME_POSIX, HOME_WINDOWS = "/home/user", "C:\\Users\\user"
 
 _NAME = r"(?:BASH_FUNC_[^=\s]+%%|[A-Za-z_][A-Za-z0-9_]*)"
@@ -485,6 +486,12 @@ def _scrub_connection(con: sqlite3.Connection, report: ScrubReport) -> None:
     con.execute(f"INSERT OR REPLACE INTO {SCRUBBED_TABLE} VALUES ('scrubbed_by', 'nsys-tools scrub')")
 
 
+def temp_folder() -> str:
+    """Where SQLite puts the file of a temporary database: the first writable folder of the ones it tries."""
+    tried = (os.environ.get("SQLITE_TMPDIR"), os.environ.get("TMPDIR"), "/var/tmp", "/usr/tmp", "/tmp")
+    return next((d for d in tried if d and os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK)), ".")
+
+
 def _scrubbed_copy(src: Path, report: ScrubReport) -> sqlite3.Connection:
     """``src`` copied into a private temporary database (SQLite unlinks its file at once, so it
     vanishes with the process, however that ends) and scrubbed there."""
@@ -495,7 +502,7 @@ def _scrubbed_copy(src: Path, report: ScrubReport) -> sqlite3.Connection:
     check_sqlite(src)
     work = sqlite3.connect("")
     try:
-        with reading(src):
+        with reading(src), writing(temp_folder(), "point SQLITE_TMPDIR at a folder with room for one copy of the export"):
             source = sqlite3.connect(f"{src.resolve().as_uri()}?mode=ro", uri=True)
             try:
                 source.backup(work)
@@ -558,7 +565,7 @@ def scrub(path: str | Path, output: str | Path | None = None) -> ScrubReport:
             try:
                 work.execute("VACUUM INTO ?", (str(final),))
             except sqlite3.Error as exc:  # the disk filled up, or the folder refused the file
-                raise OutputError(target, f"cannot be written ({exc})", "free some space, or check the folder") from exc
+                raise output_error(target, exc, ELSEWHERE if output is None else "write elsewhere") from exc
     finally:
         work.close()
     for suffix in ("-wal", "-shm", "-journal"):  # they belong to the file just replaced

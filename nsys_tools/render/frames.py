@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import polars as pl
 
-from ..files import output_error, replaced_atomically
+from ..files import made_folder, replaced_atomically
 from ..read import schema as S
 
 FRAMES: dict[str, str] = {
@@ -134,23 +135,22 @@ def schema_note(written: dict[str, pl.Schema], rows: dict[str, int], source: str
 
 def write(trace, folder: Path, only: list[str] | None = None) -> dict[str, int]:
     """Write the frames (``only`` some of them) as ``folder/<frame>.parquet``, with SCHEMA.md and
-    frames.json; returns the rows of each."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise output_error(folder, exc) from exc
+    frames.json; returns the rows of each. All or nothing: each file is renamed into place once
+    every one is written, so a failed write leaves the folder as it was."""
     schemas, rows = {}, {}
-    for name, read in frames(trace).items():
-        if only is not None and name not in only:
-            continue
-        frame = read()
-        with replaced_atomically(folder / f"{name}.parquet") as partial:
-            frame.write_parquet(partial)
-        schemas[name], rows[name] = frame.schema, frame.height
-    session = {k: v for k, v in trace.session().items() if k != "file"}
-    meta = {"source": trace.path.name, **session, "rows": rows}
-    with replaced_atomically(folder / "frames.json") as partial:
-        partial.write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    with replaced_atomically(folder / "SCHEMA.md") as partial:
-        partial.write_text(schema_note(schemas, rows, trace.path.name))
+    with made_folder(folder), ExitStack() as files:
+        for name, read in frames(trace).items():
+            if only is not None and name not in only:
+                continue
+            frame = read()
+            frame.write_parquet(files.enter_context(replaced_atomically(folder / f"{name}.parquet")))
+            schemas[name], rows[name] = frame.schema, frame.height
+        session = {k: v for k, v in trace.session().items() if k != "file"}
+        meta = {"source": trace.path.name, **session, "rows": rows}
+        notes = {
+            "frames.json": json.dumps(meta, indent=2, default=str) + "\n",
+            "SCHEMA.md": schema_note(schemas, rows, trace.path.name),
+        }
+        for note, text in notes.items():
+            files.enter_context(replaced_atomically(folder / note)).write_text(text)
     return rows

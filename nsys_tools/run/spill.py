@@ -22,7 +22,9 @@ from pathlib import Path
 
 import polars as pl
 
-from ..files import track, untrack
+from ..files import track, untrack, writing
+
+ROOM = "point TMPDIR at a folder with room (spill files of a large export)"
 
 
 class Spill:
@@ -95,14 +97,15 @@ class Spill:
         import pyarrow as pa
 
         if self._folder is None:  # named by its owner, so that the next run removes it if this one is killed
-            self._folder = tempfile.TemporaryDirectory(prefix=f"nsys-tools-spill-{os.getpid()}-")
+            with writing(tempfile.gettempdir(), ROOM):
+                self._folder = tempfile.TemporaryDirectory(prefix=f"nsys-tools-spill-{os.getpid()}-")
             track(self._folder.name)
         for stream in dict.fromkeys(s for s, _ in self.held):
             path = Path(self._folder.name) / f"{stream}-{self.flushes}.arrow"
             # One bucket at a time: each copy is written and dropped before the next is made.
             tables = ((b, self._pop(stream, b)) for b in range(self.buckets) if (stream, b) in self.held)
             first = next(tables)
-            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, first[1].schema) as writer:
+            with writing(path, ROOM), pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, first[1].schema) as writer:
                 written = 0
                 for b, table in itertools.chain([first], tables):
                     batches = table.to_batches()
