@@ -84,6 +84,8 @@ def ancestry(pairs: pl.LazyFrame) -> pl.LazyFrame:
     instances are matched pairwise."""
     one_call = pairs.group_by("range_instance").agg(pl.col(*LAUNCH).sort_by("correlation_id").first())
     outer_first = ["range_start_ns", "range_end_ns", "range_instance"]
+    # Collected once: both ``placed`` and ``_pairwise`` read it, and as a plan its sort and
+    # windows ran for each (a piece of 1.4M pairs: 10 s and 0.57 GB above its input, against 2.8 s and 0.22 GB).
     chains = (
         pairs.select("range_instance", "range_start_ns", "range_end_ns", *LAUNCH)
         .join(one_call.select(*LAUNCH).unique(), on=list(LAUNCH), how="semi")
@@ -94,6 +96,8 @@ def ancestry(pairs: pl.LazyFrame) -> pl.LazyFrame:
             parent=pl.col("range_instance").shift(1).over(LAUNCH),
             nested=(pl.col("range_end_ns") <= pl.col("range_end_ns").shift(1)).fill_null(True).all().over(LAUNCH),
         )
+        .collect()
+        .lazy()
     )
     placed = one_call.join(chains, on=["range_instance", *LAUNCH])
     return pl.concat(
