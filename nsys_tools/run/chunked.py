@@ -192,14 +192,17 @@ def _ordered(ex: Export, view: str, by: Sequence[str], options: dict, window=Non
 
     with Spill(slots, "_slot", SPILL_BYTES // 4) as timed:  # held beside the first store
         for trace in _pieces(ex, plan, window):
-            rows, side = module.split(plan(trace), by)
+            # Read once (a split reads its input up to three times: rows, side rows, ranges' ancestry),
+            # then the piece's trace goes: its frames (the attributed operations, its NVTX ranges)
+            # are not kept while the split runs.
+            rows, side = module.split(plan(trace).collect().lazy(), by)
+            trace = None
             rows = codes.encode(rows.with_columns(_slot=slot.clip(0, slots - 1).fill_null(slots - 1)).collect())
             timed.add("rows", rows)  # names as numbers: the files hold no text
             if side is not None:  # the same rows from every piece that sees them: kept once
                 sides = [pl.concat([*sides, side.collect()], how="vertical_relaxed").unique()]
-            # This piece's frames (and, through its export, the NVTX ranges every piece holds) go
-            # now: not kept while the next piece is read, nor while the slices are folded.
-            trace = rows = side = None
+            # This piece's rows go now: not kept while the next piece is read, nor while the slices are folded.
+            rows = side = None
         if timed.flushes:
             timed.flush()
         # A view that needs the side rows while it folds (``idle``: the blocking calls) starts from them.
