@@ -2,7 +2,7 @@
 on one export, logging RSS and its peak (VmHWM, reset after each line through
 /proc/self/clear_refs) at each piece, inside its attribution, and at every 8th folded slice.
 From the repository root (Linux):
-    python kernels/probes/ranges_steps.py EXPORT
+    python tests/ranges_steps.py EXPORT
 """
 
 import sys
