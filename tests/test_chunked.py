@@ -20,6 +20,7 @@ from nsys_tools.read.trace import Trace
 from nsys_tools.read.window import WindowSpec
 from nsys_tools.run import chunked
 from nsys_tools.run.spill import Spill
+from nsys_tools.views import idle
 
 from . import nccl_derived
 from .conftest import FIXTURES
@@ -286,3 +287,22 @@ def test_a_piece_answers_only_the_reads_its_dry_run_recorded():
             events.api_calls(piece, launches_only=True).collect()
         ids = events.kernels(ex).collect()["correlation_id"].head(3)
         assert events.api_calls(piece, correlation_ids=ids).collect().height == 3  # 3 launches, one call each
+
+
+@pytest.mark.parametrize("name", ["fixture-2025.3", "multi-gpu", "doubled-launch"])
+def test_each_idle_slice_finds_the_blocking_calls_that_all_of_them_give(name):
+    """``idle.near``: a slice's gaps, matched with only the calls near the slice, find the same
+    calls as matched with all of them; slices in order of time, then one earlier again."""
+    ops, calls = idle.split(idle.read(Trace(open_export(EXPORTS[name])), []), [])
+    ops = ops.select("global_tid", probe_ns=pl.col("start_ns") - 1).collect().sort("probe_ns")
+    _, _, calls, passed = idle.start([calls.collect()], [])
+    assert calls.height >= 9
+
+    def found(probes, among):
+        return probes.join_asof(among, left_on="probe_ns", right_on="call_start_ns", by="global_tid", check_sortedness=False)
+
+    slices = ops.with_columns(s=pl.int_range(pl.len()) * 6 // pl.len()).partition_by("s", include_key=False)
+    for probes in [*slices, slices[2]]:
+        seen, passed = idle.near(calls, passed, probes["probe_ns"].min(), probes["probe_ns"].max())
+        assert seen.height < calls.height
+        assert_frame_equal(found(probes, seen), found(probes, calls))

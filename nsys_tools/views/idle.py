@@ -81,18 +81,37 @@ def split(rows: pl.LazyFrame, keys: Sequence[str]) -> tuple[pl.LazyFrame, pl.Laz
 
 
 def start(sides, keys: Sequence[str]):
-    """The fold's first state: no partials, no operation held, the blocking calls by thread."""
+    """The fold's first state: no partials, no operation held, the blocking calls in order of
+    start, and none of them passed yet (``near``)."""
     calls = pl.concat(sides, how="vertical_relaxed") if sides else pl.DataFrame(schema=dict.fromkeys(CALL, pl.Int64))
-    calls = calls.with_columns(pl.col("call").cast(pl.String)).unique().sort("global_tid", "call_start_ns")
-    return [], None, calls
+    calls = calls.with_columns(pl.col("call").cast(pl.String)).unique().sort("call_start_ns", "global_tid", "call_end_ns", "call")
+    return [], None, calls, (0, calls.clear())
+
+
+def near(calls: pl.DataFrame, passed, first: int, last: int):
+    """The blocking calls that gaps ending between ``first`` and ``last`` can find (the as-of
+    join takes each thread's last call to start before a gap's end): those that start from
+    ``first`` to ``last``, and each thread's last one before ``first``. ``passed``: how many
+    calls earlier slices passed and each thread's last of them (slices come in order of time, so
+    each slice looks at its own calls, not at all of them). Returns the calls and the new ``passed``."""
+    done, before = passed
+    starts = calls.get_column("call_start_ns")
+    lo, hi = starts.search_sorted(first, side="left"), starts.search_sorted(last, side="right")
+    if lo < done:  # an earlier time than the last slice's: counted again from the first call
+        done, before = 0, calls.clear()
+    if lo > done:
+        before = pl.concat([before, calls.slice(done, lo - done)]).group_by("global_tid", maintain_order=True).last()
+        before = before.select(calls.columns).sort("call_start_ns", "global_tid", "call_end_ns", "call")
+    return pl.concat([before, calls.slice(lo, hi - lo)]), (lo, before)
 
 
 def classify(gaps: pl.LazyFrame, calls: pl.DataFrame) -> pl.LazyFrame:
     """Each gap's cause, with the blocking call in flight on the next operation's launching
-    thread (the last to start before the gap ended, if it covers half the gap or more)."""
+    thread (the last to start before the gap ended, if it covers half the gap or more);
+    ``calls`` in order of start."""
     probe = gaps.with_columns(probe_ns=pl.col("gap_end_ns") - 1).sort("probe_ns")
     found = probe.join_asof(
-        calls.lazy().sort("call_start_ns"),
+        calls.lazy(),
         left_on="probe_ns",
         right_on="call_start_ns",
         by="global_tid",
@@ -148,12 +167,15 @@ def gaps_of(ops: pl.LazyFrame, line: list[str]) -> pl.LazyFrame:
 def window(ops: pl.DataFrame, keys: Sequence[str], state, *, longest: int = 0):
     """One slice of the operations, after the previous slices': its gaps, classified, as totals
     per cause (or its ``longest`` gaps per timeline). ``state``: (partials so far, the operation
-    holding each timeline busy, the blocking calls)."""
-    found, held, calls = state if state is not None else start([], keys)
+    holding each timeline busy, the blocking calls, the calls passed: ``start``)."""
+    found, held, calls, passed = state if state is not None else start([], keys)
     line = timeline(keys)
     ops = ops.with_columns(pl.col(pl.Categorical).cast(pl.String))
     both = ops if held is None else pl.concat([held, ops], how="vertical_relaxed")
-    gaps = classify(gaps_of(both.lazy(), line), calls)
+    # A gap ends where an operation starts: its probe (a nanosecond before) is within these.
+    first, last = both.select(first=pl.col("start_ns").min() - 1, last=pl.col("start_ns").max()).row(0)
+    seen, passed = (calls.clear(), passed) if first is None else near(calls, passed, first, last)
+    gaps = classify(gaps_of(both.lazy(), line), seen)
     if longest:
         part = gaps.sort("gap_ns", "gap_start_ns", descending=[True, False]).group_by(line, maintain_order=True).head(longest)
         part = part.select(*line, *LISTED, listed=pl.lit(longest, pl.Int64))
@@ -169,7 +191,7 @@ def window(ops: pl.DataFrame, keys: Sequence[str], state, *, longest: int = 0):
     found.append(part.with_columns(pl.col(pl.String).cast(pl.Categorical)).collect())
     ordered = both.sort([*line, "start_ns", "end_ns"], nulls_last=True)
     busy = ordered.filter(pl.col("end_ns") == pl.col("end_ns").cum_max().over(line))
-    return found, busy.group_by(line, maintain_order=True).last().select(both.columns), calls
+    return found, busy.group_by(line, maintain_order=True).last().select(both.columns), calls, passed
 
 
 def close(state, sides, keys: Sequence[str]) -> pl.LazyFrame:
