@@ -97,13 +97,14 @@ def note(name: str, counted: pl.DataFrame) -> str | None:
     if counted.is_empty():
         return None
     rows = {r["kind"]: r for r in counted.iter_rows(named=True)}
-    parts, untimed = [], []
+    parts, untimed, untimed_ops = [], [], 0
     for kind in ("kernel", "memcpy", "memset"):
         r = rows.get(kind)
         if r and r["unlaunched"]:
             parts.append(f"{r['unlaunched']:,} of {_count(r['ops'], kind)}")
         if r and r["untimed"]:
             untimed.append(_count(r["untimed"], kind))
+            untimed_ops += r["untimed"]
     first_op = counted["first_op_ns"].min()
     first_call = counted["first_call_ns"][0]
     cut = []
@@ -118,7 +119,7 @@ def note(name: str, counted: pl.DataFrame) -> str | None:
             f"{', '.join(parts)} have no launch row (API call); they are counted under the empty range, outside every range"
         )
     if untimed:
-        one = len(untimed) == 1 and untimed[0].startswith("1 ")
+        one = untimed_ops == 1
         listed = ", ".join(untimed[:-1]) + " and " + untimed[-1] if len(untimed) > 1 else untimed[0]
         said.append(f"{listed} {'has' if one else 'have'} no start or end time and {'is' if one else 'are'} not counted")
     if cut:

@@ -171,6 +171,16 @@ def memops(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
     return pl.concat(frames, how="diagonal_relaxed")
 
 
+def _like_any(column: str, patterns: Iterable[str]) -> str:
+    """SQL: ``column`` matches one of the ``LIKE`` ``patterns`` (their quotes escaped)."""
+    return " OR ".join("{} LIKE '{}'".format(column, p.replace("'", "''")) for p in patterns)
+
+
+def _named_like(id_column: str, patterns: Iterable[str]) -> str:
+    """SQL: the string id in ``id_column`` names a text that matches one of the ``patterns``."""
+    return f"{id_column} IN (SELECT id FROM {S.STRINGS} WHERE {_like_any('value', patterns)})"
+
+
 # API calls that enqueue GPU work are named like these; ``launch_calls`` falls back to an exact
 # lookup for any operation whose call is not among them.
 LAUNCH_NAMES = ("%Launch%", "%Memcpy%", "%Memset%", "%Prefetch%")
@@ -196,8 +206,7 @@ def api_calls(
     where, lookup = "", correlation_ids is not None
     patterns = LAUNCH_NAMES if launches_only else tuple(like)
     if patterns:
-        names = " OR ".join("value LIKE '{}'".format(p.replace("'", "''")) for p in patterns)
-        where = f"nameId IN (SELECT id FROM {S.STRINGS} WHERE {names})"
+        where = _named_like("nameId", patterns)
     if correlation_ids is not None:
         where = _in_ids("correlationId", correlation_ids)
     for t in tables:
@@ -276,13 +285,9 @@ def nvtx_ranges(ex: Export, columns: Iterable[str] | None = None, *, like: Seque
     types = S.NVTX_PUSHPOP + S.NVTX_STARTEND + (S.NVTX_DOMAIN_CREATE,)
     where = f"eventType IN ({','.join(map(str, types))})"
     if like:
-
-        def matches(column: str) -> str:
-            return " OR ".join("{} LIKE '{}'".format(column, p.replace("'", "''")) for p in like)
-
-        texts = [matches("text")] if "text" in ex.tables[S.NVTX] else []
+        texts = [_like_any("text", like)] if "text" in ex.tables[S.NVTX] else []
         if "textId" in ex.tables[S.NVTX]:
-            texts.append(f"textId IN (SELECT id FROM {S.STRINGS} WHERE {matches('value')})")
+            texts.append(_named_like("textId", like))
         where += f" AND (eventType = {S.NVTX_DOMAIN_CREATE} OR {' OR '.join(texts)})"  # domains are named by their own rows
     raw = ex.select(S.NVTX, fields(ex, S.NVTX, S.NVTX_FIELDS, wanted), where).collect()
     inline = pl.when(pl.col("text") != "").then("text")  # a resolved textId wins over empty inline text
