@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import polars as pl
 import pytest
 
 import nsys_tools
@@ -17,17 +18,57 @@ from .conftest import FIXTURES
 MULTI = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"
 
 
-def sql(query: str, *args):
-    with sqlite3.connect(f"file:{MULTI}?mode=ro", uri=True) as con:
+def sql(query: str, *args, path=MULTI):
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
         return con.execute(query, args).fetchall()
 
 
-def steps() -> list[tuple[int, int]]:
-    """(start, end) of the ``step=<k>`` push/pop ranges of both processes, in order of start."""
-    return sql(
-        "SELECT start, end FROM NVTX_EVENTS LEFT JOIN StringIds s ON s.id = textId "
-        "WHERE coalesce(text, s.value) LIKE 'step=%' ORDER BY start, end"
+def steps(path=MULTI) -> dict[int, list[tuple[int, int]]]:
+    """Per OS pid, (start, end) of its ``step=<k>`` push/pop ranges, in order of start."""
+    rows = sql(
+        "SELECT (globalTid >> 24) % (1 << 24), start, end FROM NVTX_EVENTS LEFT JOIN StringIds s ON s.id = textId "
+        "WHERE coalesce(text, s.value) LIKE 'step=%' ORDER BY start, end",
+        path=path,
     )
+    found: dict[int, list[tuple[int, int]]] = {}
+    for pid, start, end in rows:
+        found.setdefault(pid, []).append((start, end))
+    return found
+
+
+def launched(table: str, windows: dict[int, tuple[int, int]], path=MULTI) -> int:
+    """How many rows of ``table`` (GPU operations) each pid launched inside its window, by sqlite3."""
+    return sum(
+        sql(
+            f"SELECT count(*) FROM {table} o JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = o.correlationId "
+            "AND r.globalTid >> 24 = o.globalPid >> 24 "
+            "WHERE (o.globalPid >> 24) % (1 << 24) = ? AND r.start >= ? AND r.start < ?",
+            pid,
+            lo,
+            hi,
+            path=path,
+        )[0][0]
+        for pid, (lo, hi) in windows.items()
+    )
+
+
+def called(windows: dict[int, tuple[int, int]], path=MULTI) -> int:
+    return sum(
+        sql(
+            "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+            "WHERE (globalTid >> 24) % (1 << 24) = ? AND start >= ? AND start < ?",
+            pid,
+            lo,
+            hi,
+            path=path,
+        )[0][0]
+        for pid, (lo, hi) in windows.items()
+    )
+
+
+def per_rank(window: Window) -> dict[int, tuple[int, int]]:
+    """A window's ranks by OS pid."""
+    return {(g >> 24) % (1 << 24): (lo, hi) for g, lo, hi in window.ranks}
 
 
 @pytest.mark.parametrize(
@@ -43,45 +84,108 @@ def test_a_time_without_a_unit_we_know_is_refused(text):
         parse_time(text)
 
 
-def test_the_nth_instance_of_a_range_is_its_span():
+def test_the_nth_instance_of_a_range_is_each_ranks_own():
     trace = nsys_tools.open(MULTI)
     found = steps()
-    assert len(found) == 8  # 4 steps in each of 2 processes
-    assert resolve_window(trace, within="step=*#3") == Window(*found[2])
-    assert resolve_window(trace, within="step=*") == Window(found[0][0], max(e for _, e in found))
-    # Skipping the first two instances of the step range: from the third step's start to the end of the run.
-    assert resolve_window(trace, skip_first=2) == Window(found[2][0], NO_END)
-    assert resolve_window(trace, within="step=*#1", skip_first=2) == Window(*found[2])
-    # Times from the session start intersect the range.
-    assert resolve_window(trace, within="step=*#3", start=found[2][0] + 1000) == Window(found[2][0] + 1000, found[2][1])
+    assert sorted(map(len, found.values())) == [4, 4]  # 4 steps in each of 2 processes
+
+    def expect(pick) -> dict[int, tuple[int, int]]:
+        return {pid: pick(s) for pid, s in found.items()}
+
+    third = resolve_window(trace, within="step=*#3")
+    assert per_rank(third) == expect(lambda s: s[2])
+    assert (third.start_ns, third.end_ns) == (min(s[2][0] for s in found.values()), max(s[2][1] for s in found.values()))
+    assert per_rank(resolve_window(trace, within="step=*")) == expect(lambda s: (s[0][0], max(e for _, e in s)))
+    # Skipping each rank's first two instances of the step range: from its third step's start to the end of the run.
+    assert per_rank(resolve_window(trace, skip_first=2)) == expect(lambda s: (s[2][0], NO_END))
+    assert per_rank(resolve_window(trace, within="step=*#1", skip_first=2)) == expect(lambda s: s[2])
+    # Times from the session start intersect each rank's range; a rank whose range they miss has none.
+    late = max(found.values())[2][0] + 1000
+    assert per_rank(resolve_window(trace, within="step=*#3", start=late)) == {
+        pid: (late, s[2][1]) for pid, s in found.items() if s[2][1] > late
+    }
+    assert len(per_rank(resolve_window(trace, within="step=*#3", start=late))) == 1
+    # --from/--to alone is a time on the timeline, the same for every rank.
+    assert resolve_window(trace, start="1s", end="2s") == Window(10**9, 2 * 10**9)
 
 
 def test_a_range_that_is_not_there_names_the_file():
     trace = nsys_tools.open(MULTI)
-    with pytest.raises(UsageError, match=r"multi-gpu-nsys2025\.3\.sqlite: no instance 9 of NVTX range matching 'step=\*'"):
+    with pytest.raises(
+        UsageError, match=r"multi-gpu-nsys2025\.3\.sqlite: no process has instance 9 of an NVTX range matching 'step=\*'"
+    ):
         resolve_window(trace, within="step=*#9")
     with pytest.raises(UsageError, match="is empty"):
         resolve_window(trace, start="2s", end="1s")
 
 
+def test_the_window_names_the_options_that_gave_it():
+    assert str(WindowSpec(within="step*#3")) == "--within 'step*#3'"
+    assert str(WindowSpec(start="100ms", end="200ms")) == "--from 100ms --to 200ms"
+    assert str(WindowSpec(skip_first=2)) == "--skip-first 2"
+
+
 @pytest.mark.parametrize("view", ["kernels", "memops", "api"])
-def test_every_view_counts_only_what_starts_in_the_window(view):
-    """Kernels, copies and API calls starting inside the third step, counted by sqlite3."""
-    start, end = steps()[2]
-    table = {"kernels": "CUPTI_ACTIVITY_KIND_KERNEL", "api": "CUPTI_ACTIVITY_KIND_RUNTIME"}
+def test_every_view_counts_what_each_rank_launched_in_its_window(view):
+    """Kernels and copies whose launch call each rank made inside its own third step, and its API
+    calls that start there, counted by sqlite3; ``--from/--to`` counts what starts between them."""
+    windows = {pid: s[2] for pid, s in steps().items()}
     if view == "memops":
-        expected = sum(
-            sql(f"SELECT count(*) FROM {t} WHERE start >= ? AND start < ?", start, end)[0][0]
-            for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
-        )
+        expected = sum(launched(t, windows) for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"))
+    elif view == "kernels":
+        expected = launched("CUPTI_ACTIVITY_KIND_KERNEL", windows)
     else:
-        expected = sql(f"SELECT count(*) FROM {table[view]} WHERE start >= ? AND start < ?", start, end)[0][0]
+        expected = called(windows)
     ours = view_table([MULTI], view, window=WindowSpec(within="step=*#3"))
     whole = view_table([MULTI], view)
     assert 0 < expected < whole["instances"].sum()
     assert ours["instances"].sum() == expected
+    start, end = max(windows.values())
+    table = {"kernels": "CUPTI_ACTIVITY_KIND_KERNEL", "api": "CUPTI_ACTIVITY_KIND_RUNTIME"}
+    tables = ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET") if view == "memops" else (table[view],)
     by_time = view_table([MULTI], view, window=WindowSpec(start=f"{start}ns", end=f"{end}ns"))
-    assert by_time.equals(ours)
+    assert by_time["instances"].sum() == sum(
+        sql(f"SELECT count(*) FROM {t} WHERE start >= ? AND start < ?", start, end)[0][0] for t in tables
+    )
+
+
+def test_ranks_that_drift_apart_each_keep_their_own_step(tmp_path):
+    """On a two-rank export whose ranks drift apart (``tests/drifted_ranks.py``), the third step is
+    each rank's own: both GPUs have their rank's work, launch by launch, and every view agrees."""
+    from .drifted_ranks import export
+
+    path = export(tmp_path)
+    found = steps(path)
+    moved, lead = found[1426], found[1427]
+    assert moved[0][0] < lead[0][0] and moved[2][0] > lead[2][1]  # the ranks' step 2 do not even overlap
+    every = sorted(s for steps_ in found.values() for s in steps_)
+    assert every[2] == lead[1]  # the export's third step range is rank 1427's second step
+    windows = {pid: s[2] for pid, s in found.items()}
+    spec = WindowSpec(within="step=*#3")
+    util = view_table([path], "utilization", by=["device"], window=spec)
+    assert util.height == 2  # both GPUs, each with its own rank's step
+    kernels = view_table([path], "kernels", by=["process"], window=spec)
+    for pid, window in windows.items():
+        mine = kernels.filter(pl.col("pid") == pid)["instances"].sum()
+        assert mine == launched("CUPTI_ACTIVITY_KIND_KERNEL", {pid: window}, path) > 0
+    overlap = view_table([path], "overlap", by=["device"], window=spec)
+    assert set(overlap["step"]) == {"step=2"}  # the step each GPU's work was launched in
+    # The timeline keeps the same operations, each with its launch arrow.
+    import json
+
+    from typer.testing import CliRunner
+
+    from nsys_tools.cli import app
+
+    out = tmp_path / "step3.json"
+    res = CliRunner().invoke(app, ["timeline", str(path), "-o", str(out), "--within", "step=*#3"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    events = doc["traceEvents"]
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "nccl", "memcpy", "memset")]
+    copies = sum(launched(t, windows, path) for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"))
+    assert len(ops) == kernels["instances"].sum() + copies
+    assert sum(e.get("ph") == "s" for e in events) == len(ops)
 
 
 def test_ranges_in_a_window_keep_the_range_their_work_was_launched_in():

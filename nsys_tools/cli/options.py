@@ -64,7 +64,10 @@ ToOption = Annotated[Optional[str], typer.Option("--to", help="Only what starts 
 
 
 WithinOption = Annotated[
-    Optional[str], typer.Option(help="Only what starts inside the n-th instance of an NVTX range: GLOB#n (GLOB: all).")
+    Optional[str],
+    typer.Option(
+        help="Only each rank's n-th instance of an NVTX range, GLOB#n (GLOB: first to last), and the GPU work launched in it."
+    ),
 ]
 
 

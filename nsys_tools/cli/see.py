@@ -55,6 +55,8 @@ def timeline(
 
     with reading(path), open_trace(path, nsys) as trace:
         window = resolve(trace, spec)
+        if window is not None and window.ranks:  # each rank's own window, its work by launch, as the views take it
+            trace = trace.within(window)
         start_ns = window.start_ns if window else None
         end_ns = window.end_ns if window and window.end_ns < NO_END else None
         written = T.write(trace, target, start_ns=start_ns, end_ns=end_ns, warn=warn)

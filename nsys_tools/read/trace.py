@@ -143,14 +143,35 @@ class Trace:
         """This export read through ``window`` (a ``read.window.Window``; None: the whole run)."""
         return type(self)(self.export, lazy=self._lazy, window=window)
 
-    def _windowed(self, frame: pl.LazyFrame, start: str = "start_ns") -> pl.LazyFrame:
-        if self.window is None:
+    def _windowed(self, frame: pl.LazyFrame, start: str = "start_ns", *, launched: bool = False) -> pl.LazyFrame:
+        """``frame``'s rows that start inside the window; with per-rank windows, inside their
+        process's, and GPU operations (``launched``) by the start of the call that launched them
+        (by their own start where none is recorded)."""
+        w = self.window
+        if w is None:
             return frame
-        return frame.filter(pl.col(start).is_between(self.window.start_ns, self.window.end_ns, closed="left"))
+        if not w.ranks:
+            return frame.filter(pl.col(start).is_between(w.start_ns, w.end_ns, closed="left"))
+        at = pl.col(start)
+        if launched:
+            calls = events.launch_calls(self.export, frame, names=False).select(*LAUNCH_KEYS, _launch="api_start_ns")
+            frame = frame.join(calls, on=list(LAUNCH_KEYS), how="left", maintain_order="left")
+            at = pl.coalesce("_launch", start)
+        pid = pl.col("global_pid") if "global_pid" in frame.collect_schema().names() else events.global_pid(pl.col("global_tid"))
+        pids, los, his = (list(c) for c in zip(*w.ranks, strict=True))
+        lo = pid.replace_strict(pids, los, default=None, return_dtype=pl.Int64)
+        hi = pid.replace_strict(pids, his, default=None, return_dtype=pl.Int64)
+        kept = frame.filter((at >= lo) & (at < hi))
+        return kept.drop("_launch") if launched else kept
 
-    def _timed(self, columns: Sequence[str] | None, start: str = "start_ns") -> Sequence[str] | None:
-        """``columns`` and, in a window, the start time the window filters on."""
-        return columns if columns is None or self.window is None else [*columns, start]
+    def _timed(
+        self, columns: Sequence[str] | None, start: str = "start_ns", *, ids: Sequence[str] = LAUNCH_KEYS
+    ) -> Sequence[str] | None:
+        """``columns`` and, in a window, the start time the window filters on (and, with
+        per-rank windows, the ``ids`` that name the rank and the launch)."""
+        if columns is None or self.window is None:
+            return columns
+        return [*columns, start, *(ids if self.window.ranks else ())]
 
     @property
     def path(self) -> Path:
@@ -225,7 +246,11 @@ class Trace:
             key,
             lambda: _only(
                 self._placed(
-                    self._named(self._windowed(events.kernels(self.export, _reads(self._timed(columns)))), KERNEL_NAMES, columns),
+                    self._named(
+                        self._windowed(events.kernels(self.export, _reads(self._timed(columns))), launched=True),
+                        KERNEL_NAMES,
+                        columns,
+                    ),
                     columns,
                 ),
                 columns,
@@ -242,7 +267,8 @@ class Trace:
         return self._once(
             key,
             lambda: _only(
-                self._placed(self._windowed(events.memops(self.export, _reads(self._timed(columns)))), columns), columns
+                self._placed(self._windowed(events.memops(self.export, _reads(self._timed(columns))), launched=True), columns),
+                columns,
             ),
         )
 
@@ -257,7 +283,8 @@ class Trace:
         asked = None if columns is None else [recorded.get(c, c) for c in columns]
 
         def read() -> pl.LazyFrame:
-            calls = events.api_calls(self.export, like=like, columns=_reads(self._timed(asked, "api_start_ns"), DERIVED_API))
+            timed = self._timed(asked, "api_start_ns", ids=("global_tid",))
+            calls = events.api_calls(self.export, like=like, columns=_reads(timed, DERIVED_API))
             calls = self._windowed(calls, "api_start_ns")
             frame = _only(self._placed(self._named(calls, API_NAMES, asked), asked), asked)
             return frame.rename(API_TIMES, strict=False)
@@ -315,7 +342,9 @@ class Trace:
             if set(kinds) - {"kernel"}:
                 memops = events.memops(self.export, wanted).filter(pl.col("kind").is_in(kinds))
                 frames.append(memops.with_columns(pl.col("kind").cast(KIND)).rename({"name": "label"}))
-            ops = self._windowed(pl.concat(frames, how="diagonal_relaxed")).collect()  # read once: attribution reads it twice
+            ops = self._windowed(
+                pl.concat(frames, how="diagonal_relaxed"), launched=True
+            ).collect()  # read once: attribution reads it twice
             if columns is not None:  # only what was asked for travels through the joins
                 keep = {*_reads([*columns, *LAUNCH_KEYS]), "kind", "label"}
                 if ops["global_pid"].has_nulls():  # or matched to their launch by time

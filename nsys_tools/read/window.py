@@ -6,6 +6,14 @@ exports record times from the session start). ``resolve_window`` turns what the 
 a ``Window`` for one trace; with several exports (ranks) each resolves its own, so ``--within
 'step*#3'`` is the third step of every rank.
 
+A rank is a process. With ``within`` or ``skip_first``, each process of an export finds its own
+instances, on its own threads: ``--within 'step*#3'`` is each rank's own third step, however far
+the ranks drift apart, and a GPU operation belongs to the window when the call that launched it
+started inside its rank's window (its launch attribution, as ``overlap`` and the steps take it; an
+operation with no launch call recorded, by its own start). A process without that instance has
+no window, and none of its work is in the window. ``start``/``end`` alone are times on the
+timeline: what starts between them.
+
 * ``start``/``end``: a time with a unit (``1.5s``, ``200ms``, ``30us``, ``100ns``; a bare number
   is nanoseconds);
 * ``within``: ``GLOB`` or ``GLOB#n``: the n-th instance (from 1, in order of start) of the NVTX
@@ -32,14 +40,18 @@ _TIME = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s)?\s*$")
 
 @dataclass(frozen=True)
 class Window:
-    """``[start_ns, end_ns)`` from the session start; the whole run is ``Window(0, NO_END)``."""
+    """``[start_ns, end_ns)`` from the session start; the whole run is ``Window(0, NO_END)``.
+    ``ranks``: per process, ``(global_pid, start_ns, end_ns)``, each rank's own window (from
+    ``within`` or ``skip_first``), which its API calls and the GPU work it launched must start
+    in; ``start_ns``/``end_ns`` then span them all."""
 
     start_ns: int = 0
     end_ns: int = NO_END
+    ranks: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def whole(self) -> bool:
-        return self.start_ns <= 0 and self.end_ns >= NO_END
+        return self.start_ns <= 0 and self.end_ns >= NO_END and not self.ranks
 
 
 @dataclass(frozen=True)
@@ -55,7 +67,16 @@ class WindowSpec:
         return self.start is not None or self.end is not None or bool(self.within) or self.skip_first > 0
 
     def __str__(self) -> str:
-        return f"from={self.start} to={self.end} within={self.within} skip_first={self.skip_first}"
+        """The window as the options that give it: ``--from 100ms --to 200ms --within 'step*#3'``."""
+        given = [("--from", self.start), ("--to", self.end), ("--within", self.within)]
+        given.append(("--skip-first", self.skip_first or None))
+        return " ".join(f"{flag} {_quoted(value)}" for flag, value in given if value is not None)
+
+
+def _quoted(value) -> str:
+    import shlex
+
+    return shlex.quote(str(value))
 
 
 def parse_time(text: str | int) -> int:
@@ -80,31 +101,55 @@ def split_within(within: str) -> tuple[str, int | None]:
 
 def resolve_window(trace, *, start=None, end=None, within=None, skip_first: int = 0) -> Window:
     """The window of ``trace`` that ``start``, ``end`` (times from the session start, with
-    units), ``within`` (``GLOB[#n]``, NVTX range instances) and ``skip_first`` (instances of the
-    step range dropped) select, intersected."""
-    import polars as pl
-
-    from .names import glob_regex
-
+    units), ``within`` (``GLOB[#n]``, NVTX range instances, each process its own) and
+    ``skip_first`` (instances of the step range dropped, per process) select, intersected."""
     lo = parse_time(start) if start is not None else 0
     hi = parse_time(end) if end is not None else NO_END
-    if within or skip_first:
-        glob, n = split_within(within) if within else (STEP_GLOB, None)
-        ranges = trace.ranges(columns=["range", "start_ns", "end_ns"]).select("range", "start_ns", "end_ns")
-        found = ranges.filter(pl.col("range").cast(pl.String).str.contains(glob_regex(glob))).sort("start_ns", "end_ns").collect()
-        if skip_first:
-            found = found.slice(skip_first)
+    if not (within or skip_first):
+        if hi <= lo:
+            raise UsageError(trace.path, f"the window [{lo} ns, {hi} ns) is empty", "--to must come after --from")
+        return Window(lo, hi)
+    glob, n = split_within(within) if within else (STEP_GLOB, None)
+    ranks = []
+    for pid, found in _instances(trace, glob):
+        found = found[skip_first:]
         if n is not None:
-            found = found.slice(n - 1, 1)
-        if found.is_empty():
-            what = f"instance {n} of " if n is not None else ""
-            skipped = f" after skipping {skip_first}" if skip_first else ""
-            raise UsageError(trace.path, f"no {what}NVTX range matching {glob!r}{skipped}", "see `--view ranges` for the names")
-        lo = max(lo, found["start_ns"].min())
-        hi = min(hi, found["end_ns"].max() if n is not None or within else NO_END)
-    if hi <= lo:
-        raise UsageError(trace.path, f"the window [{lo} ns, {hi} ns) is empty", "--to must come after --from")
-    return Window(lo, hi)
+            found = found[n - 1 : n]
+        if not found:
+            continue
+        r_lo = max(lo, min(s for s, _ in found))
+        r_hi = min(hi, max(e for _, e in found) if within else NO_END)
+        if r_hi > r_lo:
+            ranks.append((pid, r_lo, r_hi))
+    if not ranks:
+        what = f"instance {n} of " if n is not None else ""
+        skipped = f" after skipping {skip_first}" if skip_first else ""
+        cut = " inside --from/--to" if start is not None or end is not None else ""
+        raise UsageError(
+            trace.path, f"no process has {what}an NVTX range matching {glob!r}{skipped}{cut}", "see `--view ranges` for the names"
+        )
+    return Window(min(r[1] for r in ranks), max(r[2] for r in ranks), tuple(ranks))
+
+
+def _instances(trace, glob: str) -> list[tuple[int, list[tuple[int, int]]]]:
+    """Per process (``global_pid``, in order), the ``(start_ns, end_ns)`` of the NVTX ranges
+    whose text matches ``glob``, in order of start."""
+    import polars as pl
+
+    from .frames import global_pid
+    from .names import glob_regex
+
+    ranges = trace.ranges(columns=["range", "start_ns", "end_ns", "global_tid"])
+    found = (
+        ranges.filter(pl.col("range").cast(pl.String).str.contains(glob_regex(glob)))
+        .select("start_ns", "end_ns", global_pid=global_pid(pl.col("global_tid")))
+        .sort("global_pid", "start_ns", "end_ns")
+        .collect()
+    )
+    return [
+        (pid, list(zip(g["start_ns"], g["end_ns"], strict=True)))
+        for (pid,), g in found.partition_by("global_pid", as_dict=True, maintain_order=True).items()
+    ]
 
 
 def resolve(trace, spec: WindowSpec | None) -> Window | None:

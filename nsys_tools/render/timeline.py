@@ -77,9 +77,17 @@ def _overlaps(start: str, end: str, start_ns: int | None, end_ns: int | None) ->
     return keep
 
 
+def _ranked(trace) -> bool:
+    """Whether ``trace`` is read through per-rank windows (``read.window``): its operations and
+    calls are those of each rank's own window already, launch by launch."""
+    return trace.window is not None and bool(trace.window.ranks)
+
+
 def gpu_ops(trace, start_ns: int | None = None, end_ns: int | None = None) -> pl.DataFrame:
     """The GPU operations of the window with their launch (``tid, api_start_ns, api_end_ns``)
     and track: ``track_pid`` (the GPU's) and ``track_tid`` (its process and stream)."""
+    if _ranked(trace):
+        start_ns = end_ns = None
     ops = trace.gpu_ops(attributed=True, columns=OP_COLUMNS).filter(_overlaps("start_ns", "end_ns", start_ns, end_ns))
     ops = ops.with_columns(
         pl.col("gpu_id").fill_null(-1),
@@ -104,6 +112,8 @@ def gpu_ops(trace, start_ns: int | None = None, end_ns: int | None = None) -> pl
 
 
 def api_calls(trace, start_ns: int | None = None, end_ns: int | None = None) -> pl.DataFrame:
+    if _ranked(trace):
+        start_ns = end_ns = None
     calls = trace.api(columns=["start_ns", "end_ns", "duration_ns", "pid", "tid", "correlation_id", "name"])
     calls = calls.rename({"start_ns": "api_start_ns", "end_ns": "api_end_ns"})  # as the launches in gpu_ops name them
     return (
@@ -116,8 +126,14 @@ def api_calls(trace, start_ns: int | None = None, end_ns: int | None = None) -> 
 def nvtx_ranges(trace, start_ns: int | None = None, end_ns: int | None = None) -> tuple[pl.DataFrame, int]:
     """Closed ranges of the window, each on its thread's track (start/end ranges on the thread's
     second track), and how many were still open at the end of the capture (left out)."""
-    ranges = trace.ranges(columns=["start_ns", "end_ns", "duration_ns", "pid", "tid", "style", "range", "domain"])
-    ranges = ranges.filter(_overlaps("start_ns", "end_ns", start_ns, end_ns)).collect()
+    ranges = trace.ranges(columns=["start_ns", "end_ns", "duration_ns", "pid", "tid", "style", "range", "domain", "global_tid"])
+    if _ranked(trace):  # each rank's ranges that overlap its own window
+        pids, los, his = (list(c) for c in zip(*trace.window.ranks, strict=True))
+        rank = events.global_pid(pl.col("global_tid"))
+        lo = rank.replace_strict(pids, los, default=None, return_dtype=pl.Int64)
+        hi = rank.replace_strict(pids, his, default=None, return_dtype=pl.Int64)
+        ranges = ranges.filter((pl.col("end_ns") >= lo) & (pl.col("start_ns") <= hi))
+    ranges = ranges.filter(_overlaps("start_ns", "end_ns", start_ns, end_ns)).drop("global_tid").collect()
     still_open = ranges.filter(pl.col("end_ns") >= events.NO_END).height
     closed = ranges.filter(pl.col("end_ns") < events.NO_END).with_columns(
         track_tid=pl.col("tid") + pl.when(pl.col("style") == "startend").then(START_END).otherwise(PUSH_POP)
