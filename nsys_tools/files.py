@@ -69,7 +69,7 @@ def writing(path: str | Path, elsewhere: str = "write elsewhere") -> Iterator[No
 # -- what a run leaves behind, and how it goes however the run ends --------------------------
 
 _LIVE: set[str] = set()  # temporary files and folders of this process, removed if it is stopped
-PID_NAMED = re.compile(r"^(?:nsys-tools-spill-(\d+)-.+|\..+\.(\d+)\.partial(?:\.[^.]+)?)$")
+PID_NAMED = re.compile(r"^(?:nsys-tools-spill-(\d+)-.+|\..+\.(\d+)\.[0-9a-f]+\.partial(?:\.[^.]+)?)$")
 
 
 def track(path: str | Path) -> None:
@@ -176,24 +176,56 @@ def stop_on_interrupt(grace_s: float = 0.8) -> None:
             pass
 
 
+PARTIAL_TOKEN = 8  # random bytes in a partial write's name: nobody can plant a link under it
+
+
+def _new_partial(target: Path, mode: int) -> tuple[Path, int]:
+    """A new hidden file beside ``target``, made here and now (``O_CREAT|O_EXCL|O_NOFOLLOW``) under
+    a name nobody can guess, and its descriptor: a link planted in the folder is never opened."""
+    import secrets
+
+    stem = target.stem[:100]  # a file name has at most 255 bytes
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        partial = target.with_name(f".{stem}.{os.getpid()}.{secrets.token_hex(PARTIAL_TOKEN)}.partial{target.suffix}")
+        try:
+            return partial, os.open(partial, flags, mode)
+        except FileExistsError:  # drawn twice: draw again
+            continue
+
+
 @contextmanager
-def replaced_atomically(path: Path) -> Iterator[Path]:
-    """A hidden sibling of the file ``path`` names (through symlinks: the link stays, its target
-    is replaced) to write; same suffix, so writers that go by it still can; unique to this
-    process. It is renamed over the target when the block ends, with the target's permissions,
-    and removed if the block raises, so the target is either what it was or complete. A failed
+def replaced_atomically(path: Path, *, through_link: bool = False, mode: int = 0o666) -> Iterator[Path]:
+    """A new hidden file beside ``path`` to write (``_new_partial``; same suffix, so writers that
+    go by it still can). It is renamed over ``path`` when the block ends, with the permissions of
+    the regular file it replaces, and removed if the block raises, so ``path`` is either what it
+    was or complete. A symlink at ``path`` is replaced by the file, never followed; only an output
+    the user named (``through_link``) is written through a link, to the file behind it. A failed
     write (``writing``) comes out as ``OutputError``."""
-    target = Path(os.path.realpath(path))
-    partial = target.with_name(f".{target.stem}.{os.getpid()}.partial{target.suffix}")
-    for stale in target.parent.glob(f".{glob_escape(target.stem)}.*.partial{glob_escape(target.suffix)}"):
+    path = Path(path)
+    if through_link:
+        target = Path(os.path.realpath(path))
+    else:
+        target = Path(os.path.realpath(path.parent)) / path.name
+    for stale in target.parent.glob(f".{glob_escape(target.stem[:100])}.*.partial{glob_escape(target.suffix)}"):
         reap_one(stale)  # a killed run's partial write of this same file
+    with writing(path):
+        partial, fd = _new_partial(target, mode)
+        os.close(fd)
     track(partial)
     try:
         with writing(path):
             yield partial
-            if target.exists():
-                os.chmod(partial, stat.S_IMODE(target.stat().st_mode))
-            partial.replace(target)
+            now = os.lstat(partial)
+            if not stat.S_ISREG(now.st_mode) or now.st_nlink != 1:  # a link put in its place while it was written
+                raise OutputError(path, "was swapped by another process while being written", "write into your own folder")
+            try:
+                old = os.lstat(target)
+            except FileNotFoundError:
+                old = None
+            if old is not None and stat.S_ISREG(old.st_mode):
+                os.chmod(partial, stat.S_IMODE(old.st_mode))
+            os.replace(partial, target)
     finally:
         try:
             partial.unlink(missing_ok=True)
@@ -239,9 +271,9 @@ def reap_one(path: Path) -> None:
             pass
 
 
-def write_text_atomically(path: Path, text: str | Iterable[str]) -> None:
+def write_text_atomically(path: Path, text: str | Iterable[str], *, through_link: bool = False) -> None:
     """Write ``text`` (or its pieces, one after another) to ``path`` through ``replaced_atomically``."""
-    with replaced_atomically(path) as partial, open(partial, "w") as sink:
+    with replaced_atomically(path, through_link=through_link) as partial, open(partial, "w") as sink:
         sink.writelines([text] if isinstance(text, str) else text)
 
 
@@ -311,3 +343,35 @@ def output_target(path: Path, inputs: Iterable[Path] = ()) -> Path:
     if not target.parent.is_dir():
         raise OutputError(path, "its folder is not a folder", "check the path")
     return target
+
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]{0,63}")
+_UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9._+=-]")
+
+
+def safe_name(text: str) -> str:
+    """``text`` (a sweep id, a shape name: text from a file) as one file name that stays in its
+    folder: kept as it is when it is already one (safe characters only, up to 64, not starting
+    with a dot); otherwise its safe characters (others as ``_``, the first 40) and a hash of the
+    whole text, so that ``/``, ``..``, an absolute path or 5,000 characters never become path
+    parts, and different texts keep different names."""
+    import hashlib
+
+    if _SAFE_NAME.fullmatch(text):
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    kept = _UNSAFE_CHAR.sub("_", text)[:40].lstrip(".")
+    return f"{kept}-{digest}" if kept else digest
+
+
+def output_folder(folder: Path, inputs: Iterable[Path] = ()) -> Path:
+    """Check ``--to folder`` before any work: not a file, and not the folder of an input (nor
+    ``.`` there), so that no file written into it can land on an input or its capture files."""
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        raise OutputError(folder, "is a file", "give a folder to --to")
+    real = os.path.realpath(folder)
+    for source in inputs:
+        homes = {os.path.realpath(Path(source).parent), os.path.dirname(os.path.realpath(source)), os.path.realpath(source)}
+        if real in homes:
+            raise OutputError(folder, f"is the folder of the input {Path(source).name}", "give --to a folder of its own")
+    return folder

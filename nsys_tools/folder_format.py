@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BadExport
+from .files import safe_name
 
 MANIFEST = "manifest.json"
 # Where each kind of capture keeps its units in the manifest.
@@ -24,11 +25,12 @@ _WRITER = "was it written by nsys-tools capture?"
 
 
 def export_path(root: Path, unit: str) -> Path:
-    return root / f"{unit}.sqlite"
+    """Where unit ``unit``'s export lies: in ``root``, whatever the name (``files.safe_name``)."""
+    return root / f"{safe_name(unit)}.sqlite"
 
 
 def harness_path(root: Path, unit: str) -> Path:
-    return root / f"{unit}.harness.json"
+    return root / f"{safe_name(unit)}.harness.json"
 
 
 def read_json(file: Path, hint: str) -> Any:

@@ -138,14 +138,14 @@ def _write(text: str | Iterable[str], output: Path | None) -> None:
         return
     from ..files import write_text_atomically
 
-    write_text_atomically(output, text)
+    write_text_atomically(output, text, through_link=True)
     stderr.print(f"Wrote {output}", markup=False)
 
 
 def _write_parquet(frame, output: Path) -> None:
     from ..files import replaced_atomically
 
-    with replaced_atomically(output) as partial:
+    with replaced_atomically(output, through_link=True) as partial:
         frame.write_parquet(partial)
     stderr.print(f"Wrote {output}", markup=False)
 

@@ -287,6 +287,7 @@ def report(
             raise typer.BadParameter("the issue comment is markdown, written whole", param_hint=whole[0])
         if len(sweeps) != 1:
             raise typer.BadParameter("--issue takes exactly one sweep folder", param_hint="PATHS")
+        from ..files import safe_name
         from ..study import ledger as L
         from ..study.folder import load
         from ..study.issue import compose
@@ -294,7 +295,7 @@ def report(
         ledger_path = ledger or (demo_ledger() if demo else L.default_path(sweeps[0]))
         target = _output(output, [*_folder_files(sweeps[0]), *([ledger_path] if ledger_path else [])])
         sweep = load(sweeps[0])
-        charts_dir = charts or Path("charts") / sweep.id
+        charts_dir = charts or Path("charts") / safe_name(sweep.id)
         has_ledger = ledger_path is not None and ledger_path.exists()
         stderr.print(
             f"Ledger: {ledger_path}" if has_ledger else f"No ledger at {ledger_path}: no bands or history (pass --ledger)",

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import OutputError
+from ..files import output_folder
 from .app import _output, _read_by, app, friendly, stderr
 from .options import FromOption, SkipFirstOption, ToOption, WithinOption, _window
 
@@ -99,8 +99,7 @@ def export_frames(
     unknown = [f for f in only or [] if f not in F.FRAMES]
     if unknown:
         raise typer.BadParameter(f"unknown frame {unknown[0]!r}: choose from {', '.join(F.FRAMES)}", param_hint="--frames")
-    if to.exists() and not to.is_dir():
-        raise OutputError(to, "is a file", "give a folder to --to")
+    output_folder(to, [path])
     with reading(path), open_trace(path, nsys) as trace:
         rows = F.write(trace, to, only)
     stderr.print(f"Wrote {to}: " + ", ".join(f"{name} ({n} rows)" for name, n in rows.items()) + ", SCHEMA.md", markup=False)

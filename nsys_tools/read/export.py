@@ -16,13 +16,13 @@ import shutil
 import sqlite3
 import subprocess
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
-from ..errors import BadExport, MissingColumn, MissingTable, NsysNotFound, NsysToolsError, UsageError
+from ..errors import BadExport, MissingColumn, MissingTable, NsysNotFound, NsysToolsError, OutputError, UsageError
 from ..files import replaced_atomically
 from .schema import REQUIRED_COLUMNS, STRINGS, Field
 
@@ -170,13 +170,14 @@ def export_report(report: Path, nsys: str | Path | None = None) -> Path:
         return target
     _replaceable(report, target)
     exe = find_nsys(nsys, needed_for=report)
-    with replaced_atomically(target) as partial:
+    with ExitStack() as stack:
         try:
-            os.close(os.open(partial, os.O_WRONLY | os.O_CREAT, 0o644))
-        except OSError as exc:
+            partial = stack.enter_context(replaced_atomically(target))
+        except OutputError as exc:
+            cause = exc.__cause__
             raise BadExport(
                 report,
-                f"its export cannot be written beside it ({exc.strerror})",
+                f"its export cannot be written beside it ({cause.strerror if isinstance(cause, OSError) else exc.problem})",
                 f"copy it to a writable folder, or run nsys export --type sqlite --output DIR/{target.name} on it and pass that",
             ) from exc
         # Absolute paths: a file named like an option (--stats=true.nsys-rep) reaches nsys as a path.

@@ -283,7 +283,7 @@ def write(
     }
     import json
 
-    with replaced_atomically(path) as partial:
+    with replaced_atomically(path, through_link=True) as partial:
         raw = open(partial, "wb")
         try:
             sink = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, compresslevel=GZIP_LEVEL) if path.name.endswith(".gz") else raw

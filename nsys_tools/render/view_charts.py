@@ -335,6 +335,6 @@ def save(chart, path: Path) -> Path:
     except OSError as exc:
         raise output_error(path.parent, exc) from exc
     options = {"inline": True} if path.suffix == ".html" else {"scale_factor": 2}
-    with replaced_atomically(path) as partial:
+    with replaced_atomically(path, through_link=True) as partial:
         chart.save(str(partial), **options)
     return path

@@ -29,7 +29,7 @@ REPLICATED = {
 def replicate(src: Path, dst: Path, copies: int) -> dict[str, int]:
     """Write ``dst``: ``src`` plus ``copies`` shifted copies of its activity. Returns row counts."""
     check_sqlite(src)
-    with replaced_atomically(dst) as partial:
+    with replaced_atomically(dst, through_link=True) as partial:
         shutil.copyfile(src, partial)
         counts = _append_copies(partial, copies)
     return counts

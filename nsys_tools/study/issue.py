@@ -18,6 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import UsageError
+from ..files import safe_name
 from ..render import charts
 from ..render.tables import ANSI, escape, grid, us
 from ..views import stats as metrics
@@ -317,7 +318,8 @@ def compose(
             if charts_dir is not None:
                 band = bands.filter(pl.col("shape") == shape)
                 lohi = (band["band_lo_ns"][0], band["band_hi_ns"][0]) if band.height else None
-                chart_files += charts.save(charts.history(h, ours, control, shape, lohi), charts_dir / f"history-{shape}")
+                stem = charts_dir / safe_name(f"history-{shape}")
+                chart_files += charts.save(charts.history(h, ours, control, shape, lohi), stem)
         if lines:
             out += [
                 f"\n#### Gap across sessions: {ours}/{control} kernel medians in µs, same session each time, oldest first "
