@@ -306,3 +306,43 @@ def test_each_idle_slice_finds_the_blocking_calls_that_all_of_them_give(name):
         seen, passed = idle.near(calls, passed, probes["probe_ns"].min(), probes["probe_ns"].max())
         assert seen.height < calls.height
         assert_frame_equal(found(probes, seen), found(probes, calls))
+
+
+@pytest.mark.parametrize("view, by", [("kernels", ()), ("gaps", ("stream",)), ("utilization", ("device",))])
+def test_the_accounting_is_counted_in_the_pass_that_makes_the_table(tiny, monkeypatch, view, by):
+    """The report's accounting comes from the pieces that make the view's table (no second pass
+    over the export), and equals the counts of the export read whole; each large table is read
+    once per filter, however many frames of a piece ask for its columns."""
+    from nsys_tools.read import accounted
+
+    made = []
+    real = chunked._read_ahead
+
+    def recorded(ex, reads):
+        made.append(list(reads))
+        return real(ex, reads)
+
+    monkeypatch.setattr(chunked, "_read_ahead", recorded)
+    monkeypatch.setattr(chunked, "accounting_counts", lambda ex: pytest.fail("a second pass over the export"))
+    ex = open_export(FIXTURES / "doubled-launch" / "doubled-launch.sqlite")
+    counted = []
+    keys = views.by_columns(by)
+    with_counts = chunked.view_partial(ex, view, keys, {}, counted)
+    assert_frame_equal(views.finalize(view, with_counts.lazy(), keys).collect(), whole(ex, view, by, {}))
+    assert len(made) == 1 and len(counted) == 1
+    assert_frame_equal(counted[0], accounted.merge(accounted.counts(Trace(ex)).collect()))
+    assert counted[0].filter(pl.col("kind") == "kernel")["ops"].item() == events.kernels(ex).collect().height
+    filters = [(table, where) for table, _, where in made[0]]
+    assert len(filters) == len(set(filters)) and S.RUNTIME in {t for t, _ in filters}
+
+
+def test_reads_of_one_table_and_filter_merge_unless_a_name_means_another_field():
+    start = S.Field("start_ns", ("start",), "int")
+    corr = S.Field("correlation_id", ("correlationId",), "int")
+    other = S.Field("start_ns", ("end",), "int")
+    reads = chunked.merged({}, (S.KERNEL, (start,), ""))
+    reads = chunked.merged(reads, (S.KERNEL, (corr, start), ""))
+    assert reads == {(S.KERNEL, (start, corr), ""): "read0"}
+    reads = chunked.merged(reads, (S.KERNEL, (other,), ""))
+    reads = chunked.merged(reads, (S.KERNEL, (start,), "x > 0"))
+    assert list(reads.values()) == ["read0", "read1", "read2"]

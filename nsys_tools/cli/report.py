@@ -323,6 +323,7 @@ def report(
         from ..run.report import view_table
 
         skipped: list = []
+        counted: dict = {}
         files = expand_inputs(inputs, skipped, reexport=reexport)
         _skipped(skipped, strict)
         _stale_notes(files)
@@ -354,12 +355,12 @@ def report(
                 engine=engine,
                 failures=failures if len(files) > 1 else None,
                 reexport=reexport,
+                accounting=None if view is View.api else counted,
                 **options,
             )
         if len(failures) == len(files):
             _fail(failures, f"none of the {len(files)} exports could be read")
-        if view is not View.api:
-            _accounting_notes([f for f in files if f not in {e.path for e in failures}], nsys)
+        _accounting_notes(counted)
     if frame.is_empty():
         stderr.print("No rows: the table is empty.", markup=False)
     rows = frame.height
@@ -424,19 +425,12 @@ def _min_gap_ns(min_gap: float) -> int:
     return round(min_gap * 1000)
 
 
-def _accounting_notes(files: list[Path], nsys: Path | None) -> None:
+def _accounting_notes(counted: dict) -> None:
     """One ``Note:`` per export holding GPU operations without a launch row, or cut in time."""
-    from ..read.accounted import accounting, note
-    from ..read.export import reading
-    from ..read.trace import open as open_trace
-    from ..run.chunked import accounting_counts
+    from ..read.accounted import note
 
-    for f in files:
-        try:
-            with reading(f), open_trace(f, nsys) as trace:
-                line = note(str(f), accounting(trace, lambda: accounting_counts(trace.export)))
-        except NsysToolsError:
-            continue  # an export that cannot be read is reported as such already
+    for f, counts in counted.items():
+        line = note(str(f), counts)
         if line:
             stderr.print(f"Note: {line}", markup=False)
 

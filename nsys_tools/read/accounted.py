@@ -19,14 +19,15 @@ from . import attribute, cache
 from . import frames as events
 from . import schema as S
 
-KEY = "accounting v2"
+KEY = "accounting v3"
 LOST_WORDS = ("lost", "dropped", "discarded", "overflow")  # diagnostics that say records are missing
 
 
 def counts(trace) -> pl.LazyFrame:
     """Per kind of GPU operation in ``trace``: ``ops``, ``unlaunched``, ``first_op_ns`` (of those
-    with a start and an end time), ``untimed`` (those without). Counts of any subsets of the
-    operations (with their launch calls) merge into those of all (``merge``)."""
+    with a start and an end time), ``first_launch_ns`` (the first call that launched one of
+    them), ``untimed`` (those without a time). Counts of any subsets of the operations (with
+    their launch calls) merge into those of all (``merge``)."""
     ops = trace.gpu_ops(attributed=False, columns=["kind", "global_pid", "correlation_id", "start_ns"])
     calls = events.launch_calls(trace.export, ops, names=False)
     timed = (
@@ -36,6 +37,7 @@ def counts(trace) -> pl.LazyFrame:
             ops=pl.len().cast(pl.Int64),
             unlaunched=pl.col("api_start_ns").is_null().sum().cast(pl.Int64),
             first_op_ns=pl.col("start_ns").min(),
+            first_launch_ns=pl.col("api_start_ns").min(),
         )
         .with_columns(pl.col("kind").cast(pl.String))
     )
@@ -47,23 +49,33 @@ def counts(trace) -> pl.LazyFrame:
 
 def merge(parts: pl.DataFrame) -> pl.DataFrame:
     """``counts`` of several parts of one export, as those of the whole."""
-    return parts.group_by("kind").agg(pl.col("ops", "unlaunched", "untimed").sum(), pl.col("first_op_ns").min()).sort("kind")
+    return (
+        parts.group_by("kind")
+        .agg(pl.col("ops", "unlaunched", "untimed").sum(), pl.col("first_op_ns", "first_launch_ns").min())
+        .sort("kind")
+    )
 
 
 def accounting(trace, counted: Callable[[], pl.DataFrame] | None = None) -> pl.DataFrame:
     """One row per kind of GPU operation (``kernel``, ``memcpy``, ``memset``) in ``trace``:
-    ``ops``, ``unlaunched`` (no launch row), ``first_op_ns``, ``untimed`` (no start or end time,
-    so in none of the others); and, on every row, ``first_call_ns`` (the first CUDA API call)
-    and ``diagnostics_lost`` (diagnostic messages saying records were lost). Cached beside the
-    export. ``counted``: the ``merge``d ``counts`` of the whole trace, computed another way (a
-    piece at a time: ``run.chunked.accounting_counts``); by default read whole."""
+    ``ops``, ``unlaunched`` (no launch row), ``first_op_ns``, ``first_launch_ns``, ``untimed``
+    (no start or end time, so in none of the others); and, on every row, ``first_call_ns`` and
+    ``diagnostics_lost`` (diagnostic messages saying records were lost). ``first_call_ns`` is
+    the first CUDA API call where the first operation starts before the first launch call (or
+    nothing was launched); otherwise that launch call, which is then no later than the first
+    operation either: the first call is found by a scan of the API tables only where it can
+    show the trace cut. Cached beside the export. ``counted``: the ``merge``d ``counts`` of the
+    whole trace, computed another way (in the pass that makes a view's table:
+    ``run.chunked.view_partial``; a piece at a time: ``run.chunked.accounting_counts``); by
+    default read whole."""
     ex = trace.export
 
     def compute() -> pl.DataFrame:
         counted_ = counted() if counted is not None else merge(counts(trace).collect())
-        return counted_.with_columns(
-            first_call_ns=pl.lit(_first_call(ex), pl.Int64), diagnostics_lost=pl.lit(_lost(ex), pl.Int64)
-        )
+        first_op, first_launch = counted_["first_op_ns"].min(), counted_["first_launch_ns"].min()
+        launched_first = first_op is not None and first_launch is not None and first_launch <= first_op
+        first_call = first_launch if launched_first or counted_.is_empty() else _first_call(ex)
+        return counted_.with_columns(first_call_ns=pl.lit(first_call, pl.Int64), diagnostics_lost=pl.lit(_lost(ex), pl.Int64))
 
     return cache.memo(ex, KEY, compute)
 

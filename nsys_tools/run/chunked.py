@@ -74,15 +74,32 @@ Read = tuple[str, tuple[Field, ...], str]  # (table, fields, where) of one read 
 @dataclass
 class DryRun:
     """The reads of the large tables a view makes (``PlannedReads``): each is answered with no
-    rows and recorded, read -> the name of its stream in the spill."""
+    rows and recorded, read -> the name of its stream in the spill. Reads of one table with one
+    filter become one read of all the columns they ask for (``merged``): the table is read once,
+    however many frames of a piece ask for it."""
 
     tables: tuple[str, ...] = LARGE
     reads: dict[Read, str] = field(default_factory=dict)
 
     def rows(self, ex: Export, table: str, fields: tuple[Field, ...], where: str) -> pl.LazyFrame:
-        self.reads.setdefault((table, fields, where), f"read{len(self.reads)}")
+        self.reads = merged(self.reads, (table, fields, where))
         schema = ex.query(table, fields, where)[1]
         return pl.LazyFrame(schema={c: t or pl.Null for c, t in schema.items()})
+
+
+def merged(reads: dict[Read, str], read: Read) -> dict[Read, str]:
+    """``reads`` with ``read`` recorded: into the read of the same table and filter, its fields
+    added, unless one of its names stands for another field there; else as a new stream."""
+    table, fields, where = read
+    for t, have, w in reads:
+        if (t, w) != (table, where):
+            continue
+        names = {f.name: f for f in have}
+        if any(names.get(f.name, f) != f for f in fields):
+            continue
+        wider = (*have, *(f for f in fields if f.name not in names))
+        return {(k if k != (t, have, w) else (t, wider, w)): v for k, v in reads.items()}
+    return {**reads, read: f"read{len(reads)}"}
 
 
 @dataclass
@@ -98,7 +115,9 @@ class Piece:
     taken: dict[str, pl.DataFrame] = field(default_factory=dict)
 
     def rows(self, ex: Export, table: str, fields: tuple[Field, ...], where: str) -> pl.LazyFrame:
-        stream = self.streams.get((table, fields, where))
+        stream = next(
+            (s for (t, have, w), s in self.streams.items() if (t, w) == (table, where) and set(fields) <= set(have)), None
+        )
         if stream is None:
             raise RuntimeError(
                 f"{ex.source}: a piece read {table} ({', '.join(f.name for f in fields)}"
@@ -107,7 +126,7 @@ class Piece:
             )
         if stream not in self.taken:
             self.taken[stream] = self.spill.take(stream, list(self.group))
-        return self.taken[stream].lazy()
+        return self.taken[stream].lazy().select(f.name for f in fields)
 
 
 def bucket_count(ex: Export, reads: Iterable[Read]) -> int:
@@ -118,10 +137,12 @@ def bucket_count(ex: Export, reads: Iterable[Read]) -> int:
     return max(1, -(-total // BUCKET_BYTES))
 
 
-def view_partial(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.DataFrame:
+def view_partial(ex: Export, view: str, by: Sequence[str], options: dict, counted: list | None = None) -> pl.DataFrame:
     """View ``view``'s partial table of ``ex`` (``views.partial``), in bounded memory when the
     view allows it; ``options["window"]`` (a ``read.window.WindowSpec``) is resolved once, on the
-    whole export."""
+    whole export. ``counted``: a list that gets the export's ``read.accounted.counts`` (all its
+    operations, whatever the window), made from the same pieces as the table where the view is
+    read in pieces; else left empty."""
     options = dict(options)
     window = views.windowed(Trace(ex), options.pop("window", None)).window
     if views.splits(view, options):
@@ -129,27 +150,44 @@ def view_partial(ex: Export, view: str, by: Sequence[str], options: dict) -> pl.
         def plan(trace: Trace) -> pl.LazyFrame:
             return views.partial(view, trace, by, part="pieces", **options)
 
-        parts = [plan(trace).collect() for trace in _pieces(ex, plan, window)]
+        parts, counts = [], []
+        for trace in _pieces(ex, plan, window, counts=counted is not None):
+            parts.append(plan(trace).collect())
+            if counted is not None:
+                counts.append(_counts(trace).collect())
+        _merged(counts, counted)
         once = views.partial(view, Trace(ex, window=window), by, part="once", **options)  # rows of the small tables
         return pl.concat([*parts, *([] if once is None else [once.collect()])], how="diagonal_relaxed")
     if views.spec(view).ordered:
-        return _ordered(ex, view, by, options, window)
+        return _ordered(ex, view, by, options, window, counted)
     return views.partial(view, Trace(ex, window=window), by, **options).collect()
 
 
 def accounting_counts(ex: Export) -> pl.DataFrame:
     """``read.accounted.counts`` of ``ex`` (its operations and launch calls: the export's two
-    largest tables), a piece at a time, merged."""
+    largest tables), a piece at a time, merged: for a table read another way than in pieces."""
     return accounted.merge(pl.concat([accounted.counts(trace).collect() for trace in _pieces(ex, accounted.counts)]))
 
 
-def _pieces(ex: Export, plan: Callable[[Trace], pl.LazyFrame], window=None) -> Iterator[Trace]:
+def _counts(trace: Trace) -> pl.LazyFrame:
+    """``read.accounted.counts`` of a piece: all its operations, outside the view's window too."""
+    return accounted.counts(trace.within(None))
+
+
+def _merged(counts: list[pl.DataFrame], counted: list | None) -> None:
+    if counted is not None and counts:
+        counted.append(accounted.merge(pl.concat(counts)))
+
+
+def _pieces(ex: Export, plan: Callable[[Trace], pl.LazyFrame], window=None, counts: bool = False) -> Iterator[Trace]:
     """``ex`` as traces whose large tables hold one group of buckets each (split by launch), for
-    the reads that ``plan`` (what is computed on each) makes."""
+    the reads that ``plan`` (what is computed on each) makes, and with ``counts`` those of
+    ``_counts`` too (one read of each table serves both)."""
     # Small tables are read once for every piece, held in memory (not the Parquet cache).
     whole = Export(path=ex.path, source=ex.source, tables=ex.tables, not_null=ex.not_null, held={})
     dry = DryRun()
-    plan(Trace(replace(whole, planned=dry), window=window)).collect()
+    for planned in (plan, _counts) if counts else (plan,):
+        planned(Trace(replace(whole, planned=dry), window=window)).collect()
     with Spill(bucket_count(ex, dry.reads), KEY, SPILL_BYTES) as spill:
         for stream, rows in _read_ahead(ex, dry.reads):
             spill.add(stream, rows)
@@ -179,9 +217,9 @@ def _read_ahead(ex: Export, reads: dict[Read, str]) -> Iterator[tuple[str, pl.Da
             yield ahead[0], ahead[1].result()
 
 
-def _ordered(ex: Export, view: str, by: Sequence[str], options: dict, window=None) -> pl.DataFrame:
+def _ordered(ex: Export, view: str, by: Sequence[str], options: dict, window=None, counted: list | None = None) -> pl.DataFrame:
     """The partial table of a view of ``views.ORDERED``: its rows split by launch, then folded
-    slice by slice in order of start time."""
+    slice by slice in order of start time (``counted``: as for ``view_partial``)."""
     module = views.get(view)
     first, last, slots = time_slots(ex)
     slot = ((pl.col("start_ns") - first) * slots / (last - first + 1)).floor().cast(pl.Int64)
@@ -190,8 +228,11 @@ def _ordered(ex: Export, view: str, by: Sequence[str], options: dict, window=Non
     def plan(trace: Trace) -> pl.LazyFrame:  # its partial needs typed columns; its reads are all in ``read``
         return views.read(view, trace, by, **options)
 
+    counts = []
     with Spill(slots, "_slot", SPILL_BYTES // 4) as timed:  # held beside the first store
-        for trace in _pieces(ex, plan, window):
+        for trace in _pieces(ex, plan, window, counts=counted is not None):
+            if counted is not None:
+                counts.append(_counts(trace).collect())
             # Read once (a split reads its input up to three times: rows, side rows, ranges' ancestry),
             # then the piece's trace goes: its frames (the attributed operations, its NVTX ranges)
             # are not kept while the split runs.
@@ -205,6 +246,7 @@ def _ordered(ex: Export, view: str, by: Sequence[str], options: dict, window=Non
             rows = side = None
         if timed.flushes:
             timed.flush()
+        _merged(counts, counted)
         # A view that needs the side rows while it folds (``idle``: the blocking calls) starts from them.
         state = module.start(sides, by) if hasattr(module, "start") else None
         for group in timed.groups(SLICE_BYTES):

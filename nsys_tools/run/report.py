@@ -14,10 +14,11 @@ import polars as pl
 
 from .. import views
 from ..errors import BadExport, NsysToolsError
-from ..read import cache
+from ..read import accounted, cache
 from ..read.export import open_export, reading
 from ..read.inputs import expand_inputs
 from ..read.names import glob_regex
+from ..read.trace import Trace
 from ..read.trace import open as open_trace
 from ..views import kernels
 from ..views import stats as metrics
@@ -25,20 +26,27 @@ from . import chunked
 from .engine import Local
 
 
-def _per_file(path: Path, *, view: str, by: tuple[str, ...], per_file: bool, nsys, options: dict) -> pl.DataFrame:
-    """One export's partial table of ``view``, through the cache beside it."""
+def _per_file(
+    path: Path, *, view: str, by: tuple[str, ...], per_file: bool, nsys, options: dict, account: bool
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """One export's partial table of ``view``, through the cache beside it, and with ``account``
+    its ``read.accounted.accounting``, counted in the same pass where the view is read in pieces."""
     with reading(path):
         ex = open_export(path, nsys)
         before = _identity(ex.path)
         detail = " ".join(f"{k}={options[k]}" for k in sorted(options))
         key = f"view {view} partial by={','.join(by)} {detail}"
-        part = cache.memo(ex, key, lambda: chunked.view_partial(ex, view, by, options))
+        counted: list[pl.DataFrame] = []
+        part = cache.memo(ex, key, lambda: chunked.view_partial(ex, view, by, options, counted if account else None))
+        counts = None
+        if account:
+            counts = accounted.accounting(Trace(ex), lambda: counted[0] if counted else chunked.accounting_counts(ex))
         if _identity(ex.path, full=len(before) == 4) != before:  # a table mixed from two files: not an answer
             cache.clear(ex.path)
             raise BadExport(
                 path, "changed while it was read (size, time or file replaced)", "read it again once nothing writes it"
             )
-    return part.with_columns(file=pl.lit(str(path))) if per_file else part
+    return (part.with_columns(file=pl.lit(str(path))) if per_file else part), counts
 
 
 def _identity(path: Path, full: bool | None = None) -> tuple:
@@ -67,6 +75,7 @@ def view_table(
     engine=None,
     failures: list[NsysToolsError] | None = None,
     reexport: bool = False,
+    accounting: dict[Path, pl.DataFrame] | None = None,
     **options,
 ) -> pl.DataFrame:
     """The ``view`` table (``nsys_tools.views``) over ``paths`` (files or folders of exports).
@@ -79,15 +88,20 @@ def view_table(
     ``options`` go to the view (``names``, ``include_memops``, ``nesting``, ``min_gap_ns``).
     With a ``failures`` list, an export that cannot be read is appended to it and left out
     instead of stopping the report. ``reexport``: a ``.sqlite`` with a ``.nsys-rep`` beside it is
-    read through the report (exported again when the report is newer), not as given.
+    read through the report (exported again when the report is newer), not as given. With an
+    ``accounting`` dict, each export read gets its ``read.accounted.accounting`` there (path ->
+    frame; ``read.accounted.note`` says it in a line), counted in the pass that makes its table.
     """
     views.get(view)  # an unknown view fails before any export is read
     files = expand_inputs(paths, reexport=reexport)
     by_cols = tuple(views.by_columns(by))
     keys = [*(["file"] if per_file else []), *by_cols]
-    read = partial(_per_file, view=view, by=by_cols, per_file=per_file, nsys=nsys, options=options)
+    account = accounting is not None
+    read = partial(_per_file, view=view, by=by_cols, per_file=per_file, nsys=nsys, options=options, account=account)
     results = (engine or Local()).map(read, files, progress, keep_going=failures is not None)
-    parts = [r for r in results if not isinstance(r, NsysToolsError)]
+    parts = [r[0] for r in results if not isinstance(r, NsysToolsError)]
+    if account:
+        accounting.update((f, r[1]) for f, r in zip(files, results, strict=True) if not isinstance(r, NsysToolsError))
     if failures is not None:
         failures.extend(r for r in results if isinstance(r, NsysToolsError))
     if not parts:  # every export failed: an empty table of the view's columns
