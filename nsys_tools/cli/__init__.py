@@ -6,7 +6,7 @@ progress go to stderr. Errors the user can fix print one ``Error:`` line and exi
 command group is a module, registered on import, in the order ``--help`` lists them.
 """
 
-from . import report, capture, compare, scrub, ledger, census, bench, see  # noqa: F401, I001  (registration order)
+from . import report, diagnose, capture, compare, scrub, ledger, census, bench, see  # noqa: F401, I001  (registration order)
 from .app import BUG, app, run
 
 __all__ = ["BUG", "app", "run"]

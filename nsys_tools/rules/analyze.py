@@ -1,0 +1,116 @@
+"""What the twins of ``nsys analyze``'s rules share: their common options, the time filter,
+the GPU operations with the profiler's overhead, and the csv as nsys writes it.
+
+nsys analyze (2024.2) runs each rule as SQL over the export. A twin runs its own SQL with the
+same meaning over the same tables, so that ``diagnose --rule NAME --format csv`` gives the rows
+of ``nsys analyze -r NAME:rows=-1 --format csv``, in the same order (ties in the sort key keep
+the order SQLite meets the rows in: the order of the tables' rows, which the twins state).
+
+* ``start``/``end`` keep the rows that overlap ``[start, end)`` of the tables read (a row that
+  starts before ``start`` and ends at or after ``end`` too), as nsys filters them; the launch
+  calls a copy is matched to are not filtered.
+* Times are nanoseconds; ``Bytes (MB)`` is bytes / 10^6 with three decimals; a percentage has
+  one decimal; NULL is an empty cell. A rule with no rows writes nothing at all, as nsys does.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from contextlib import closing
+
+from ..read.export import Export, reading
+
+COMMON = {
+    "rows": (int, -1, "at most this many rows (-1: all of them; nsys's own default is 50)"),
+    "start": (int, None, "only what overlaps the time from this timestamp on (ns)"),
+    "end": (int, None, "only what overlaps the time before this timestamp (ns)"),
+}
+NO_END = 0x7FFFFFFFFFFFFFFF
+
+# The profiler's overhead on a thread that nsys counts as GPU time of every device its process
+# uses (the names 2024.2 selects).
+CUDA_OVERHEAD = ("CUDA profiling data flush overhead", "CUDA profiling stop overhead", "CUDA profiling overhead")
+
+
+def overlaps(alias: str, start: int | None, end: int | None) -> str:
+    """The SQL condition that keeps rows of ``alias`` overlapping ``[start, end)`` ("1" with no filter)."""
+    if start is None and end is None:
+        return "1"
+    lo, hi = start or 0, NO_END if end is None else end
+    if lo > hi:
+        raise ValueError("the start time cannot be greater than the end time")
+    s, e = f"{alias}.start", f"{alias}.end"
+    return f"(({s} >= {lo} AND {s} < {hi}) OR ({e} >= {lo} AND {e} < {hi}) OR ({s} < {lo} AND {e} >= {hi}))"
+
+
+def fetch(export: Export, sql: str, params: Sequence = ()) -> list[tuple]:
+    with reading(export.source), closing(export.connect()) as con:
+        con.text_factory = lambda raw: raw.decode("utf-8", "replace")
+        return con.execute(sql, params).fetchall()
+
+
+def limit(rows: int) -> str:
+    return "" if rows is None or rows < 0 else f" LIMIT {int(rows)}"
+
+
+def gpu_ops(export: Export, start: int | None = None, end: int | None = None) -> str | None:
+    """The SQL of every timed GPU operation (kernels, copies, sets; ``start > 0``) as ``start,
+    end, pid, globalId, deviceId, contextId``, with the profiler's CUDA overhead inside each
+    (process, device)'s span added as operations of that device; None without any of the tables."""
+    parts = [
+        f"SELECT o.start, o.end, (o.globalPid >> 24) & 16777215 AS pid, o.globalPid AS globalId, o.deviceId, o.contextId "
+        f"FROM {table} AS o WHERE o.start > 0 AND {overlaps('o', start, end)}"
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+        if export.has(table)
+    ]
+    if not parts:
+        return None
+    ops = " UNION ALL ".join(parts)
+    if not export.has("PROFILER_OVERHEAD"):
+        return ops
+    names = ", ".join(f"'{n}'" for n in CUDA_OVERHEAD)
+    return f"""
+        WITH g AS ({ops}),
+        span AS (SELECT pid, deviceId, min(start) AS lo, max(end) AS hi, min(globalId) AS globalId, min(contextId) AS contextId
+                 FROM g GROUP BY pid, deviceId)
+        SELECT p.start, p.end, span.pid, span.globalId, span.deviceId, span.contextId
+        FROM PROFILER_OVERHEAD AS p JOIN StringIds AS n ON n.id = p.nameId
+        JOIN span ON span.pid = (p.globalTid >> 24) & 16777215 AND p.start > span.lo AND p.end < span.hi
+        WHERE n.value IN ({names}) AND {overlaps("p", start, end)}
+        UNION ALL SELECT * FROM g"""
+
+
+def cell(value, kind: str) -> str:
+    if value is None:
+        return ""
+    if kind == "MB":
+        return f"{value / 1e6:.3f}"
+    if kind == "%":
+        return f"{value:.1f}"
+    if kind == "ns":
+        return str(int(value))
+    return str(value)
+
+
+def csv_text(columns: Sequence[tuple[str, str]], rows: Sequence[tuple]) -> str:
+    """``rows`` as nsys writes its csv: the header ``columns`` names (each ``(header, kind)``:
+    ``ns``, ``MB``, ``%`` or ``text``), one line per row; nothing at all for no rows."""
+    if not rows:
+        return ""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(h for h, _ in columns)
+    for row in rows:
+        writer.writerow(cell(v, k) for v, (_, k) in zip(row, columns, strict=True))
+    return out.getvalue()
+
+
+def frame(columns: Sequence[tuple[str, str]], rows: Sequence[tuple]):
+    """``rows`` as a DataFrame with the csv's headers (bytes in MB, not rounded)."""
+    import polars as pl
+
+    scale = [1e-6 if k == "MB" else None for _, k in columns]
+    values = [[v if f is None or v is None else v * f for v, f in zip(r, scale, strict=True)] for r in rows]
+    return pl.DataFrame(values, schema=[h for h, _ in columns], orient="row", infer_schema_length=None)

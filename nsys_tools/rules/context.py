@@ -1,0 +1,57 @@
+"""The run the rules look at: its exports (the ranks of one job), opened once, its span, and
+what several rules read alike (the step table), computed once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from ..read.export import Export, open_export
+from . import analyze
+
+SPAN_TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+)
+
+
+@dataclass
+class Run:
+    """The exports of one run. ``step_options``: how the step table is made (``views.steps``'s
+    options: ``step``, ``warmup``, ``slow``, ``flops_per_step``, ``peak_tflops``)."""
+
+    paths: Sequence[Path]
+    step_options: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def exports(self) -> list[Export]:
+        return [open_export(p) for p in self.paths]
+
+    @cached_property
+    def bounds(self) -> tuple[int, int] | None:
+        """The first start and the last end of any CUDA call or GPU operation, over the exports."""
+        lo, hi = None, None
+        for ex in self.exports:
+            parts = [f"SELECT min(start) AS a, max(end) AS b FROM {t} WHERE start > 0" for t in SPAN_TABLES if ex.has(t)]
+            if not parts:
+                continue
+            a, b = analyze.fetch(ex, f"SELECT min(a), max(b) FROM ({' UNION ALL '.join(parts)})")[0]
+            if a is not None:
+                lo, hi = a if lo is None else min(lo, a), b if hi is None else max(hi, b)
+        return None if lo is None else (lo, hi)
+
+    @property
+    def span_ns(self) -> int:
+        return 0 if self.bounds is None else self.bounds[1] - self.bounds[0]
+
+    @cached_property
+    def steps(self):
+        """The step table (``views.steps``) of the run, and the note that names its source."""
+        from ..run.report import view_table
+
+        return view_table(list(self.paths), "steps", **self.step_options)

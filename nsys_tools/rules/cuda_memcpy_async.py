@@ -1,0 +1,85 @@
+"""Asynchronous copies from or to pageable memory, which the driver runs synchronously: every
+copy with a pageable side launched by a ``cudaMemcpy*Async*`` call, longest first. Twin of
+``nsys analyze``'s ``cuda_memcpy_async``. As nsys does, a copy is matched to its launch call by
+correlation id alone, so where processes share an id a copy is listed once per matching call;
+ties keep the order of the runtime table, then of the copies."""
+
+from __future__ import annotations
+
+from . import Finding, Rule
+from . import analyze as A
+
+RULE = Rule("cuda_memcpy_async", "asynchronous copies of pageable memory, which run synchronously", twin="cuda_memcpy_async")
+
+OPTIONS = dict(A.COMMON)
+COLUMNS = (
+    ("Duration (ns)", "ns"),
+    ("Start (ns)", "ns"),
+    ("Src Kind", "text"),
+    ("Dst Kind", "text"),
+    ("Bytes (MB)", "MB"),
+    ("PID", "text"),
+    ("Device ID", "text"),
+    ("Context ID", "text"),
+    ("Green Context ID", "text"),
+    ("Stream ID", "text"),
+    ("API Name", "text"),
+)
+ADVICE = "Copy from pinned memory (pin_memory=True, cudaHostAlloc): a pageable source makes the async copy block the host."
+
+
+def copies(export, condition: str, api: str, *, rows=-1, start=None, end=None) -> list[tuple]:
+    """The copies meeting ``condition`` (on ``m``) whose launch call's name meets ``api`` (on
+    ``s.value``), in ``COLUMNS``'s order, longest first; ties in order of the call, then the copy."""
+    if not all(export.has(t) for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME", "ENUM_CUDA_MEM_KIND")):
+        return []
+    green = "NULLIF(m.greenContextId, 0)" if "greenContextId" in export.tables["CUPTI_ACTIVITY_KIND_MEMCPY"] else "NULL"
+    sql = f"""
+        SELECT m.end - m.start AS duration, m.start, sk.label, dk.label, m.bytes, (m.globalPid >> 24) & 16777215,
+               m.deviceId, m.contextId, {green}, m.streamId, s.value
+        FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
+        JOIN StringIds AS s ON s.id = r.nameId
+        JOIN CUPTI_ACTIVITY_KIND_MEMCPY AS m ON m.correlationId = r.correlationId
+        LEFT JOIN ENUM_CUDA_MEM_KIND AS sk ON sk.id = m.srcKind
+        LEFT JOIN ENUM_CUDA_MEM_KIND AS dk ON dk.id = m.dstKind
+        WHERE ({api}) AND ({condition}) AND {A.overlaps("m", start, end)}
+        ORDER BY duration DESC, r.rowid, m.rowid{A.limit(rows)}"""
+    return A.fetch(export, sql)
+
+
+def select(export, **options) -> list[tuple]:
+    return copies(export, "m.srcKind = 0 OR m.dstKind = 0", "s.value LIKE 'cudaMemcpy%Async%'", **options)
+
+
+def rows(run, **options):
+    return A.frame(COLUMNS, [r for ex in run.exports for r in select(ex, **options)])
+
+
+def per_device(rule: str, table, what: str, advice: str) -> list[Finding]:
+    """One finding per process and device: the time its copies (or sets) in ``table`` took (each
+    once: nsys lists one again for every other process's call that shares its correlation id)."""
+    if table.is_empty():
+        return []
+    out = []
+    for (pid, device), ops in table.unique(maintain_order=True).group_by("PID", "Device ID", maintain_order=True):
+        total = int(ops["Duration (ns)"].sum())
+        mb = ops["Bytes (MB)"].sum()
+        out.append(
+            Finding(
+                rule,
+                f"{ops.height} {what} on GPU {device} (process {pid}) took {total / 1e6:,.3f} ms for {mb:,.1f} MB",
+                total,
+                device=int(device),
+                rank=int(pid),
+                api=ops["API Name"][0],
+                start_ns=int(ops["Start (ns)"].min()),
+                end_ns=int((ops["Start (ns)"] + ops["Duration (ns)"]).max()),
+                evidence=ops.head(5).to_dicts(),
+                advice=advice,
+            )
+        )
+    return out
+
+
+def findings(run, table, **options) -> list[Finding]:
+    return per_device(RULE.name, table, "asynchronous copies of pageable memory", ADVICE)

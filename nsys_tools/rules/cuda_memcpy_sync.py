@@ -1,0 +1,28 @@
+"""Synchronous copies, which block the host: copies launched by a ``cudaMemcpy*`` call that is
+not ``Async``, except host-to-device copies of 64,000 bytes or less and copies within one
+device, longest first. Twin of ``nsys analyze``'s ``cuda_memcpy_sync`` (matched to the call by
+correlation id alone, as ``cuda_memcpy_async``)."""
+
+from __future__ import annotations
+
+from . import Finding, Rule
+from . import analyze as A
+from .cuda_memcpy_async import COLUMNS, copies, per_device
+
+RULE = Rule("cuda_memcpy_sync", "synchronous copies that block the host", twin="cuda_memcpy_sync")
+
+OPTIONS = dict(A.COMMON)
+ADVICE = "Use cudaMemcpyAsync on a stream (from pinned memory), so the host goes on launching while the copy runs."
+KEEP = "NOT (m.bytes <= 64000 AND m.copyKind = 1) AND NOT (m.srcDeviceId IS NOT NULL AND m.srcDeviceId = m.dstDeviceId)"
+
+
+def select(export, **options) -> list[tuple]:
+    return copies(export, KEEP, "s.value LIKE 'cudaMemcpy%' AND s.value NOT LIKE '%Async%'", **options)
+
+
+def rows(run, **options):
+    return A.frame(COLUMNS, [r for ex in run.exports for r in select(ex, **options)])
+
+
+def findings(run, table, **options) -> list[Finding]:
+    return per_device(RULE.name, table, "synchronous copies", ADVICE)

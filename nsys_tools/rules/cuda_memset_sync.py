@@ -1,0 +1,52 @@
+"""Synchronous sets of pinned or managed memory, which block the host: sets launched by a
+``cudaMemset*`` call that is not ``async``, of memory of kind 1 (pinned) or 4 (managed),
+longest first. Twin of ``nsys analyze``'s ``cuda_memset_sync`` (matched to the call by
+correlation id alone; ties in order of the call, then the set)."""
+
+from __future__ import annotations
+
+from . import Finding, Rule
+from . import analyze as A
+from .cuda_memcpy_async import per_device
+
+RULE = Rule("cuda_memset_sync", "synchronous sets of pinned or managed memory", twin="cuda_memset_sync")
+
+OPTIONS = dict(A.COMMON)
+COLUMNS = (
+    ("Duration (ns)", "ns"),
+    ("Start (ns)", "ns"),
+    ("Memory Kind", "text"),
+    ("Bytes (MB)", "MB"),
+    ("PID", "text"),
+    ("Device ID", "text"),
+    ("Context ID", "text"),
+    ("Green Context ID", "text"),
+    ("Stream ID", "text"),
+    ("API Name", "text"),
+)
+ADVICE = "Use cudaMemsetAsync on a stream, so the host does not wait for the set."
+
+
+def select(export, *, rows=-1, start=None, end=None) -> list[tuple]:
+    if not all(export.has(t) for t in ("CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME", "ENUM_CUDA_MEM_KIND")):
+        return []
+    green = "NULLIF(m.greenContextId, 0)" if "greenContextId" in export.tables["CUPTI_ACTIVITY_KIND_MEMSET"] else "NULL"
+    sql = f"""
+        SELECT m.end - m.start AS duration, m.start, k.label, m.bytes, (m.globalPid >> 24) & 16777215,
+               m.deviceId, m.contextId, {green}, m.streamId, s.value
+        FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
+        JOIN StringIds AS s ON s.id = r.nameId
+        JOIN CUPTI_ACTIVITY_KIND_MEMSET AS m ON m.correlationId = r.correlationId
+        LEFT JOIN ENUM_CUDA_MEM_KIND AS k ON k.id = m.memKind
+        WHERE s.value LIKE 'cudaMemset%' AND s.value NOT LIKE '%async%' AND m.memKind IN (1, 4)
+          AND {A.overlaps("m", start, end)}
+        ORDER BY duration DESC, r.rowid, m.rowid{A.limit(rows)}"""
+    return A.fetch(export, sql)
+
+
+def rows(run, **options):
+    return A.frame(COLUMNS, [r for ex in run.exports for r in select(ex, **options)])
+
+
+def findings(run, table, **options) -> list[Finding]:
+    return per_device(RULE.name, table, "synchronous sets", ADVICE)

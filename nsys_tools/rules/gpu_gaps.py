@@ -1,0 +1,72 @@
+"""Times a GPU sat idle longer than a threshold (``gap``, 500 ms unless given): for each process
+and device, from its first operation to its last, every interval in which none of its kernels,
+copies or sets (nor the profiler's CUDA overhead) ran. Twin of ``nsys analyze``'s ``gpu_gaps``:
+rows numbered longest first (then by start).
+
+The ends of a timeline's operations, in order, are paired with its starts, in order: the k-th
+end with the (k+1)-th start. Where that start comes after that end, nothing ran between them
+(each earlier operation has ended, each later one has not started): a gap."""
+
+from __future__ import annotations
+
+from . import Finding, Rule
+from . import analyze as A
+
+RULE = Rule("gpu_gaps", "GPU idle longer than a threshold", twin="gpu_gaps")
+
+OPTIONS = {**A.COMMON, "gap": (int, 500, "the shortest gap listed, in ms")}
+COLUMNS = (
+    ("Row#", "text"),
+    ("Duration (ns)", "ns"),
+    ("Start (ns)", "ns"),
+    ("PID", "text"),
+    ("Device ID", "text"),
+    ("Context ID", "text"),
+)
+ADVICE = "Find what the host did meanwhile (NVTX ranges around data loading, checkpoints, logging) and overlap it with GPU work."
+
+
+def select(export, *, rows=-1, start=None, end=None, gap=500) -> list[tuple]:
+    ops = A.gpu_ops(export, start, end)
+    if ops is None:
+        return []
+    sql = f"""
+        WITH ops AS ({ops}),
+        s AS (SELECT ROW_NUMBER() OVER (ORDER BY pid, deviceId, start) AS k, start, pid, deviceId FROM ops),
+        e AS (SELECT ROW_NUMBER() OVER (ORDER BY pid, deviceId, end) AS k, end, pid, deviceId, contextId FROM ops),
+        gaps AS (
+            SELECT s.start - e.end AS duration, e.end AS at, e.pid, e.deviceId, e.contextId
+            FROM s JOIN e ON e.k = s.k - 1 AND e.pid = s.pid AND e.deviceId = s.deviceId
+            WHERE s.start - e.end > {int(gap) * 1000000} AND e.end < s.start)
+        SELECT ROW_NUMBER() OVER (ORDER BY duration DESC, at, pid, deviceId), duration, at, pid, deviceId, contextId
+        FROM gaps ORDER BY duration DESC, at, pid, deviceId{A.limit(rows)}"""
+    return A.fetch(export, sql)
+
+
+def rows(run, **options):
+    return A.frame(COLUMNS, [r for ex in run.exports for r in select(ex, **options)])
+
+
+def findings(run, table, *, gap=500, **options) -> list[Finding]:
+    """One finding per process and device: its idle intervals above the threshold, in all."""
+    if table.is_empty():
+        return []
+    out = []
+    for (pid, device), gaps in table.group_by("PID", "Device ID", maintain_order=True):
+        total = int(gaps["Duration (ns)"].sum())
+        longest = gaps.row(0, named=True)
+        out.append(
+            Finding(
+                RULE.name,
+                f"GPU {device} (process {pid}) sat idle {gaps.height} times for more than {gap} ms, "
+                f"{total / 1e6:,.1f} ms in all; the longest {longest['Duration (ns)'] / 1e6:,.1f} ms",
+                total,
+                device=int(device),
+                rank=int(pid),
+                start_ns=int(longest["Start (ns)"]),
+                end_ns=int(longest["Start (ns)"] + longest["Duration (ns)"]),
+                evidence=gaps.head(5).to_dicts(),
+                advice=ADVICE,
+            )
+        )
+    return out

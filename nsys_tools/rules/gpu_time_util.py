@@ -1,0 +1,96 @@
+"""Stretches of low GPU utilization: each process and device's time, from its first operation
+to its last, cut into ``chunks`` equal chunks (30 unless given; each ``ceil(span / chunks)``
+ns, the last cut at the span's end); the chunks whose operations (kernels, copies, sets and the
+profiler's CUDA overhead, summed, so overlapping work counts twice) fill less than
+``threshold`` percent (50 unless given) of them, runs of such chunks joined into one row with
+their length-weighted mean, rounded to one decimal. Twin of ``nsys analyze``'s
+``gpu_time_util``: rows numbered by that mean, then by length. It is not the whole run's
+utilization: ``report --view utilization`` is."""
+
+from __future__ import annotations
+
+from . import Finding, Rule
+from . import analyze as A
+
+RULE = Rule("gpu_time_util", "stretches of low GPU utilization", twin="gpu_time_util")
+
+OPTIONS = {
+    **A.COMMON,
+    "threshold": (int, 50, "list chunks used less than this percentage"),
+    "chunks": (int, 30, "equal chunks per process and device (1 to 1000)"),
+}
+COLUMNS = (
+    ("Row#", "text"),
+    ("In-Use (%)", "%"),
+    ("Duration (ns)", "ns"),
+    ("Start (ns)", "ns"),
+    ("PID", "text"),
+    ("Device ID", "text"),
+    ("Context ID", "text"),
+)
+ADVICE = "Look at what the host does in these stretches (NVTX ranges, CPU sampling): the GPU waits for it."
+
+
+def select(export, *, rows=-1, start=None, end=None, threshold=50, chunks=30) -> list[tuple]:
+    if not 1 <= chunks <= 1000:
+        raise ValueError("rule gpu_time_util: chunks must be between 1 and 1000")
+    ops = A.gpu_ops(export, start, end)
+    if ops is None:
+        return []
+    sql = f"""
+        WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < {int(chunks)}),
+        ops AS ({ops}),
+        span AS (
+            SELECT pid, deviceId, min(contextId) AS contextId, min(start) AS lo, max(end) AS hi,
+                   ceil(CAST(max(end) - min(start) AS FLOAT) / {int(chunks)}) AS size
+            FROM ops GROUP BY pid, deviceId),
+        chunk AS (
+            SELECT n.i, span.pid, span.deviceId, span.contextId, n.i * span.size + span.lo AS a,
+                   min(n.i * span.size + span.lo + span.size, span.hi) AS b
+            FROM n JOIN span ON n.i * span.size + span.lo < min(n.i * span.size + span.lo + span.size, span.hi)),
+        used AS (
+            SELECT c.i, c.pid, c.deviceId, c.contextId, c.a, c.b, c.b - c.a AS size,
+                   sum(CAST(coalesce(min(o.end, c.b) - max(o.start, c.a), 0) AS FLOAT)) / (c.b - c.a) * 100 AS pct
+            FROM chunk AS c LEFT JOIN ops AS o
+                ON o.pid = c.pid AND o.deviceId = c.deviceId AND o.start < c.b AND o.end > c.a
+            GROUP BY c.i, c.deviceId, c.pid
+            HAVING pct < {int(threshold)}),
+        runs AS (SELECT *, i - ROW_NUMBER() OVER (PARTITION BY pid, deviceId ORDER BY i) AS run FROM used),
+        joined AS (
+            SELECT run, pid, deviceId, min(contextId) AS contextId, min(a) AS a, max(b) - min(a) AS duration,
+                   round(sum(size * pct) / sum(size), 1) AS mean
+            FROM runs GROUP BY run, deviceId, pid)
+        SELECT ROW_NUMBER() OVER (ORDER BY mean, duration, run, deviceId, pid), mean, duration, a, pid, deviceId, contextId
+        FROM joined ORDER BY mean, duration, run, deviceId, pid{A.limit(rows)}"""
+    return A.fetch(export, sql)
+
+
+def rows(run, **options):
+    return A.frame(COLUMNS, [r for ex in run.exports for r in select(ex, **options)])
+
+
+def findings(run, table, *, threshold=50, **options) -> list[Finding]:
+    """One finding per process and device: the idle part of its low-utilization stretches."""
+    if table.is_empty():
+        return []
+    out = []
+    for (pid, device), low in table.group_by("PID", "Device ID", maintain_order=True):
+        idle = (low["Duration (ns)"] * (100 - low["In-Use (%)"]) / 100).sum()
+        length = int(low["Duration (ns)"].sum())
+        worst = low.row(0, named=True)
+        emptiest = f"{worst['In-Use (%)']:.1f}% used for {worst['Duration (ns)'] / 1e6:,.1f} ms"
+        out.append(
+            Finding(
+                RULE.name,
+                f"GPU {device} (process {pid}) was used less than {threshold}% for {length / 1e6:,.1f} ms "
+                f"({low.height} stretches; the emptiest {emptiest})",
+                int(idle),
+                device=int(device),
+                rank=int(pid),
+                start_ns=int(worst["Start (ns)"]),
+                end_ns=int(worst["Start (ns)"] + worst["Duration (ns)"]),
+                evidence=low.head(5).to_dicts(),
+                advice=ADVICE,
+            )
+        )
+    return out

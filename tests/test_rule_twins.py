@@ -1,0 +1,109 @@
+"""The rules twin to ``nsys analyze``'s: their csv equals, byte for byte, what nsys analyze
+(2024.2) wrote on the same exports (``tests/fixtures/*/analyze/``, each folder's MANIFEST says
+how), with the default options and with the options named in the file's name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from nsys_tools.cli import app
+from nsys_tools.rules import REGISTRY, analyze, diagnose, parse
+from nsys_tools.rules.context import Run
+
+from .conftest import FIXTURES
+from .torch_train import exports as torch_exports
+
+TWINS = ("cuda_api_sync", "cuda_memcpy_async", "cuda_memcpy_sync", "cuda_memset_sync", "gpu_gaps", "gpu_time_util")
+runner = CliRunner()
+
+
+def _derived(name: str, tmp: Path) -> Path:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, FIXTURES / name / "make.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make(tmp / f"{name}.sqlite")
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory) -> list[tuple[Path, Path]]:
+    """(export, folder of nsys analyze's csvs for it)."""
+    tmp = tmp_path_factory.mktemp("twins")
+    torch = torch_exports(tmp)
+    return [
+        (FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2024.2.sqlite", FIXTURES / "layernorm-3impl/analyze/nsys2024.2"),
+        (FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite", FIXTURES / "layernorm-3impl/analyze/nsys2025.3"),
+        (FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite", FIXTURES / "multi-gpu/analyze"),
+        (torch["a"], FIXTURES / "torch-train/analyze/run-a"),
+        (torch["slow"], FIXTURES / "torch-train/analyze/run-slow"),
+        (_derived("sync-copies", tmp), FIXTURES / "sync-copies/analyze"),
+    ]
+
+
+def test_every_twin_is_registered_as_one():
+    assert {n for n, r in REGISTRY.items() if r.twin} == set(TWINS)
+
+
+def test_csv_equals_nsys_analyze_byte_for_byte(cases):
+    checked = set()
+    for export, folder in cases:
+        run = Run([export])
+        for reference in sorted(folder.glob("*.csv")):
+            rule, options = parse(reference.stem.replace(".", ":"))
+            module = rule.load()
+            ours = analyze.csv_text(module.COLUMNS, module.select(run.exports[0], **options))
+            assert ours == reference.read_text(), f"{rule.name} on {export.name} differs from {reference}"
+            checked.add((rule.name, bool(ours)))
+    # every twin is checked on an export where nsys found rows
+    assert {name for name, rows in checked if rows} == set(TWINS)
+
+
+def test_cli_csv_is_the_twin_and_rows_default_to_all():
+    export = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"
+    res = runner.invoke(app, ["diagnose", str(export), "--rule", "gpu_gaps:gap=1", "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout == (FIXTURES / "multi-gpu/analyze/gpu_gaps.gap=1.csv").read_text()
+    limited = runner.invoke(app, ["diagnose", str(export), "--rule", "cuda_api_sync:rows=3", "--format", "csv"])
+    assert limited.stdout.splitlines() == (FIXTURES / "multi-gpu/analyze/cuda_api_sync.csv").read_text().splitlines()[:4]
+
+
+def test_cli_refuses_unknown_options_and_says_why_a_twin_is_empty():
+    export = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"
+    bad = runner.invoke(app, ["diagnose", str(export), "--rule", "gpu_gaps:gapp=1", "-f", "csv"])
+    assert bad.exit_code == 2 and "no option 'gapp'" in bad.output
+    empty = runner.invoke(app, ["diagnose", str(export), "--rule", "gpu_gaps", "-f", "csv"])
+    assert empty.exit_code == 0 and empty.stdout == "" and "No rows: gpu_gaps found nothing" in empty.stderr
+    missing = runner.invoke(app, ["diagnose", str(export.with_name("absent.sqlite"))])
+    assert missing.exit_code == 1 and missing.output.count("Error:") == 1 and "absent.sqlite" in missing.output
+
+
+def test_findings_json_shape_and_order(cases):
+    export = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"
+    res = runner.invoke(app, ["diagnose", str(export), *sum((["--rule", t] for t in TWINS), []), "-f", "json"])
+    assert res.exit_code == 0, res.output
+    found = json.loads(res.stdout)["findings"]
+    assert found and [f["time_ns"] for f in found] == sorted((f["time_ns"] for f in found), reverse=True)
+    for f in found:
+        assert set(f) == {"rule", "title", "time_ns", "share", "where", "evidence", "advice"}
+        assert set(f["where"]) == {"device", "rank", "steps", "range", "kernel", "api", "start_ns", "end_ns"}
+        assert isinstance(f["time_ns"], int) and 0 <= f["share"] <= 1
+    # the pageable copies: 8 per process (nsys lists each twice, once per process sharing its correlation id)
+    copies = [f for f in found if f["rule"] == "cuda_memcpy_async"]
+    assert sorted(f["title"].split()[0] for f in copies) == ["8", "8"]
+
+
+def test_twin_findings_sum_their_rows(cases):
+    export, _ = cases[3]  # torch-train run A
+    run = Run([export])
+    (sync,) = diagnose(run, ["cuda_api_sync"])[:1]
+    rows = analyze.fetch(
+        run.exports[0],
+        "SELECT sum(r.end - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+        "WHERE s.value LIKE 'cudaStreamSynchronize%'",
+    )
+    assert sync.time_ns == rows[0][0] and sync.api.startswith("cudaStreamSynchronize")
