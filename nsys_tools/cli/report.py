@@ -362,7 +362,14 @@ def report(
             _fail(failures, f"none of the {len(files)} exports could be read")
         _accounting_notes(counted)
     if frame.is_empty():
-        stderr.print("No rows: the table is empty.", markup=False)
+        why = "the table is empty"
+        if not sweeps:
+            from ..run.empty import reason
+
+            read = [f for f in files if f not in {e.path for e in failures}]
+            globs = {"range_glob": range_glob, "kernel_glob": kernel_glob}
+            why = reason(read, table_view, window=window, step=step, nsys=nsys, **globs) if read else why
+        stderr.print(f"No rows: {why}.", markup=False)
     rows = frame.height
     if top and table_view in ("hist", "pace"):  # the first N kernels or ranges, all their rows
         import polars as pl

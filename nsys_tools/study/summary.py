@@ -111,7 +111,11 @@ def summary(paths: Sequence[str | Path], *, window=None, engine=None) -> str:
     lines = [f"### Run summary: {where}" + (f" ({window})" if window else ""), ""]
     lines += ["**Look at first:**", ""]
     found = findings(t)
-    lines += [f"{i}. {f.text}" for i, f in enumerate(found[:3], 1)] or ["(no GPU work found)"]
+    if not found:
+        from ..run.empty import reason
+
+        lines.append(f"(no GPU work found: {reason(files, 'utilization', window=window)})")
+    lines += [f"{i}. {f.text}" for i, f in enumerate(found[:3], 1)]
     lines += ["", "**Devices**", ""]
     lines += _table(
         ["GPU", "span", "busy", "compute", "NCCL exposed", "memory", "idle"],
