@@ -66,6 +66,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_cache_folder(tmp_path_factory):
+    """The Parquet cache of every test goes to a folder of the run, never the user's own."""
+    import os
+
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+
+
 @pytest.fixture
 def fixture_copy(tmp_path):
     """Copy a fixture file into a temp folder, so tests may modify or corrupt it."""

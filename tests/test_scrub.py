@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.errors import BadExport
+from nsys_tools.read import cache
 from nsys_tools.read import scrub as scrub_module
 from nsys_tools.read.scrub import check, scrub
 from nsys_tools.run.report import kernel_summary
@@ -234,8 +235,7 @@ def test_wal_export_and_cache_are_cleaned(fixture_copy, monkeypatch):
     monkeypatch.setenv("NSYS_TOOLS_CACHE_MIN_BYTES", "0")
     path = fixture_copy("layernorm-3impl/layernorm-3impl-nsys2025.3.sqlite")
     kernel_summary([path])
-    cache_dir = path.with_name(f".{path.name}.nsys-tools")
-    assert cache_dir.is_dir()
+    assert cache.entries(path)
     writer = sqlite3.connect(path)
     writer.execute("PRAGMA journal_mode = WAL")
     writer.execute("PRAGMA wal_autocheckpoint = 0")
@@ -249,7 +249,7 @@ def test_wal_export_and_cache_are_cleaned(fixture_copy, monkeypatch):
     assert path.read_bytes()[18:20] == b"\x01\x01"  # rollback journal, not WAL
     assert _value(path, "SELECT value FROM StringIds WHERE id = 990002") == "kept row"
     assert _value(path, "SELECT value FROM StringIds WHERE id = 990001") == "[scrubbed]"
-    assert not cache_dir.exists()
+    assert not cache.entries(path)
 
 
 def test_scrub_is_idempotent(fixture_copy):

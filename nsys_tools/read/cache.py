@@ -1,21 +1,26 @@
-"""The Parquet cache of query results, in a folder beside the export.
+"""The Parquet cache of query results, in the user's own cache folder.
 
 Reading a large export is dominated by SQLite scanning its tables; the frames that come out are
 small by comparison. So each query's result, and each report's per-file result, is kept as
-Parquet in ``.<export name>.nsys-tools/`` beside the export (beside the real file, for a
-symlink), keyed by the query text or the report's options.
+Parquet in ``$XDG_CACHE_HOME/nsys-tools`` (else ``~/.cache/nsys-tools``), never beside the
+export: reading an export writes nothing in its folder, and whoever owns that folder cannot
+plant entries.
 
-The folder is stamped with the export's **fingerprint**: its size, modification time, inode and
-status-change time, and a content hash of the SQLite header (which holds the page count and
-the change counter), a sample of pages across the file and its last pages. Any difference
-throws the folder away, so a replaced export is never answered from the cache, even one of the
-same size with its modification time restored. A result is stored only when the fingerprint
-taken before computing it still holds afterwards: a file replaced during a report leaves no
-entry. An entry that cannot be read is dropped and computed again.
+The folder is used only when it is a real folder (not a link) owned by this user with mode
+0700; it is made so when missing. Anything else there (another owner, a wider mode, a link)
+means no cache, and the reports are the same. An entry's name is a hash of the export's real
+path, of its **fingerprint** and of the query: size, modification time, inode, status-change
+time, and a content hash of the SQLite header (which holds the page count and the change
+counter), a sample of pages across the file and its last pages. Any difference is another
+name, so a replaced export is never answered from the cache, even one of the same size with
+its modification time restored; the entries of its earlier content are removed when a new one
+is stored. A result is stored only when the fingerprint taken before computing it still holds
+afterwards: a file replaced during a report leaves no entry. Entries are opened with
+``O_NOFOLLOW`` and written as new files (``O_EXCL``, mode 0600) renamed into place, so a link in
+the folder is never followed. An entry that cannot be read is dropped and computed again.
 
-Exports under ``MIN_BYTES`` are read directly: they are fast anyway, and fixtures or bundled
-files stay free of cache folders. ``NSYS_TOOLS_CACHE=0`` turns it off; a folder that cannot be
-written to just means no cache. Standard library only at import (``scrub`` clears caches).
+Exports under ``MIN_BYTES`` are read directly: they are fast anyway. ``NSYS_TOOLS_CACHE=0``
+turns it off. Standard library only at import (``scrub`` forgets a file's entries).
 """
 
 from __future__ import annotations
@@ -23,32 +28,70 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
+import stat
 from pathlib import Path
 
 from ..errors import OutputError
 from ..files import replaced_atomically
 
-VERSION = 4  # 2: content fingerprints; 3: partial tables keep value counts; 4: short names keyed by full name, names as text
+VERSION = 5  # 2: content fingerprints; 3: partial tables keep value counts; 4: short names keyed by full name; 5: user cache
 MIN_BYTES = 32 * 2**20
 SAMPLES = 16  # pages hashed across the file
 SAMPLE_BYTES = 4096
 TAIL_BYTES = 256 * 1024  # the last pages: where SQLite appends
+MODE = 0o700
 
 
-def folder_of(path: Path) -> Path:
-    """The cache folder of the export at ``path`` (beside the real file behind a symlink)."""
-    real = Path(os.path.realpath(path))
-    return real.with_name(f".{real.name}.nsys-tools")
+def root() -> Path:
+    """Where the cache lives: ``$XDG_CACHE_HOME/nsys-tools`` (an absolute one), else ``~/.cache/nsys-tools``."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "nsys-tools"
 
 
-def clear(path: Path) -> bool:
-    """Remove the cache of the export at ``path``; whether there was one."""
-    folder = folder_of(path)
-    if not folder.is_dir():
-        return False
-    shutil.rmtree(folder, ignore_errors=True)
-    return True
+def folder() -> Path | None:
+    """The cache folder when it may be used (made here, mode 0700, when missing), else None."""
+    where = root()
+    try:
+        if not os.path.lexists(where):
+            where.parent.mkdir(parents=True, exist_ok=True)
+            os.mkdir(where, MODE)
+        st = os.lstat(where)
+    except OSError:
+        return None
+    mine = stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == MODE
+    return where if mine else None
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _export_key(path: Path) -> str:
+    """The part of an entry's name that names the export: its real path."""
+    return _hash(os.path.realpath(path))[:20]
+
+
+def _name(path: Path, stamp: dict, key) -> str:
+    text = key if isinstance(key, str) else "\n".join(key)
+    return f"{_export_key(path)}-{_hash(json.dumps(stamp, sort_keys=True))[:16]}-{_hash(text)[:24]}.parquet"
+
+
+def entries(path: Path) -> list[Path]:
+    """The cache's entries for the export at ``path``, of all its contents so far."""
+    where = folder()
+    return [] if where is None else sorted(where.glob(f"{_export_key(path)}-*.parquet"))
+
+
+def forget(path: Path) -> int:
+    """Remove every entry of the export at ``path``; how many."""
+    gone = 0
+    for entry in entries(path):
+        try:
+            entry.unlink()
+            gone += 1
+        except OSError:
+            pass
+    return gone
 
 
 def fingerprint(path: Path) -> dict:
@@ -83,49 +126,55 @@ def enabled(export) -> bool:
     return export.path.stat().st_size >= minimum
 
 
-def _file(export, key) -> Path:
-    text = key if isinstance(key, str) else "\n".join(key)
-    return folder_of(export.path) / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.parquet"
-
-
-def _stamped(export, stamp: dict) -> bool:
-    try:
-        return json.loads((folder_of(export.path) / "meta.json").read_text()) == stamp
-    except (OSError, ValueError):
-        return False
-
-
 def load(export, key, stamp: dict | None = None):
     """The cached frame for ``key`` (a query, or a name for a derived frame), or None."""
     import polars as pl
 
-    if not enabled(export) or not _stamped(export, stamp or fingerprint(export.path)):
+    where = folder() if enabled(export) else None
+    if where is None:
         return None
-    file = _file(export, key)
-    if not file.exists():
-        return None
+    entry = where / _name(export.path, stamp or fingerprint(export.path), key)
     try:
-        return pl.read_parquet(file)
-    except Exception:  # a damaged entry (Polars or the OS raise many kinds): computed again
-        file.unlink(missing_ok=True)
+        fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
         return None
+    except OSError:  # a link or something else in its place: never followed, computed again
+        _drop(entry)
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            return None
+        try:
+            return pl.read_parquet(fh)
+        except Exception:  # a damaged entry (Polars or the OS raise many kinds): computed again
+            _drop(entry)
+            return None
+
+
+def _drop(entry: Path) -> None:
+    try:
+        entry.unlink()
+    except OSError:
+        pass
 
 
 def store(export, key, df, stamp: dict) -> None:
     """Keep ``df`` under ``key`` if the export still has the fingerprint ``stamp`` that it had
-    before ``df`` was computed; a folder with another stamp is emptied first."""
-    if not enabled(export) or fingerprint(export.path) != stamp:
+    before ``df`` was computed; the entries of the export's earlier contents are removed."""
+    where = folder() if enabled(export) else None
+    if where is None or fingerprint(export.path) != stamp:
         return
-    folder = folder_of(export.path)
+    name = _name(export.path, stamp, key)
+    current = name.split("-")[1]
     try:
-        if not _stamped(export, stamp):
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir()
-            (folder / "meta.json").write_text(json.dumps(stamp))
-        with replaced_atomically(_file(export, key)) as partial:
+        for old in entries(export.path):
+            if old.name.split("-")[1] != current:
+                _drop(old)
+        with replaced_atomically(where / name, mode=0o600) as partial:
             df.write_parquet(partial)
     except (OSError, OutputError):
-        return  # a read-only place: no cache, same results
+        return  # a full or read-only place: no cache, same results
 
 
 def memo(export, key, compute):

@@ -361,7 +361,7 @@ class Export:
     def fetch(self, sql: str | list[str], schema: dict[str, object]):
         """Run ``sql`` (or its partitions, in parallel) and return a DataFrame with ``schema``:
         columns cast to their dtype (None: as stored), columns the query lacks added as nulls.
-        Results of large exports come from, and go to, the Parquet cache beside the export (not
+        Results of large exports come from, and go to, the user's Parquet cache (``cache.py``; not
         for a window: windows are read once, by a pass that keeps only what it reduces them to)."""
         import polars as pl
 

@@ -572,5 +572,5 @@ def scrub(path: str | Path, output: str | Path | None = None) -> ScrubReport:
         stale = target.with_name(target.name + suffix)
         if stale.exists() and stat.S_ISREG(stale.lstat().st_mode):
             stale.unlink()
-    cache.clear(target)
+    cache.forget(target)
     return report

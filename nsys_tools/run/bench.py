@@ -210,7 +210,7 @@ def run(
     for size in sizes:
         export = workdir / f"kernels-{size}.sqlite"
         build(source, export, size, kernels0, progress)
-        cache.clear(export)
+        cache.forget(export)
         counts = {t: open_export(export).rows(t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME")}
         base = {
             "kernels": counts["CUPTI_ACTIVITY_KIND_KERNEL"],
@@ -303,7 +303,7 @@ def scaling(
     rows, first = [], None
     for spec in [f"local:{n}" for n in workers] + [None]:
         for f in files:
-            cache.clear(f)
+            cache.forget(f)
         progress(f"{len(files)} exports of {kernels} kernels on {spec or 'threads in this process'}")
         t = time.perf_counter()
         with engine.connect(spec, threads_per_worker=threads) as eng:

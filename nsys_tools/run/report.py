@@ -1,7 +1,7 @@
 """The tables behind ``nsys-tools report`` for exports: any view over one or many exports.
 
 A report is one task per export (its view's partial table, read in bounded memory by
-``chunked.py`` and cached beside the export) and one exact merge (the view's ``finalize``), so
+``chunked.py`` and cached in the user's cache folder) and one exact merge (the view's ``finalize``), so
 the same code runs on threads here or on Dask workers (``engine.py``)."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _per_file(
         if account:
             counts = accounted.accounting(Trace(ex), lambda: counted[0] if counted else chunked.accounting_counts(ex))
         if _identity(ex.path, full=len(before) == 4) != before:  # a table mixed from two files: not an answer
-            cache.clear(ex.path)
+            cache.forget(ex.path)
             raise BadExport(
                 path, "changed while it was read (size, time or file replaced)", "read it again once nothing writes it"
             )
