@@ -197,6 +197,90 @@ def summary(rows: list[dict], controls: tuple[str, ...] = ("triton", "inductor",
     return "\n".join(lines)
 
 
+def forward_candidates(m: int, n: int, element_bytes: int = 2) -> list[str]:
+    """Explicit plans of the training forward (``fwd_...``, kernels/train_cuda.py) worth timing
+    at ``m x n`` for 16-byte vector rows: every threads-per-row count that holds the row in 1 to
+    8 vectors a thread without idle warps, one to four rows a block for rows of one or two warps,
+    gamma and beta preloaded or not; and the row-striding kernel at one and two blocks' worth of
+    1024 threads per SM for the counts that hold 2 to 4 vectors a thread. Rows that are not whole
+    vectors are held element by element, up to 16 a thread."""
+    vec = 16 // element_bytes if n % (16 // element_bytes) == 0 else 1
+    fixed = "_f" if n * element_bytes <= 8 * 1024 else ""
+    names = []
+    for tpr in (32, 64, 128, 256, 512, 1024):
+        slots = math.ceil(n / vec / tpr)
+        if slots > (8 if vec > 1 else 16) or (tpr > 32 and (tpr // 2) * vec >= n):
+            continue
+        for rpb in (1, 2, 4) if tpr <= 64 else (1,):
+            names += [f"fwd_t{tpr}_r{rpb}_p{p}{fixed}" for p in (0, 1)]
+        if 2 <= slots <= 4:
+            rpb = max(1, 128 // tpr)
+            names += [f"fwd_t{tpr}_r{rpb}_p{p}{fixed}_g{g * 1024 // (tpr * rpb)}" for p in (0, 1) for g in (1, 2)]
+    return names
+
+
+def _prewarm(names_by_shape: dict[str, list[str]], op_name: str) -> None:
+    """Compile every NVRTC kernel the explicit plans need in parallel worker processes, so that
+    CuPy's kernel cache holds them before the timed process asks for them one at a time."""
+    import multiprocessing
+
+    jobs = [(op_name, shape, name) for shape, names in names_by_shape.items() for name in names]
+    with multiprocessing.get_context("spawn").Pool(min(16, max(1, len(jobs)))) as pool:
+        pool.starmap(_compile_one, jobs, chunksize=1)
+
+
+def _compile_one(op_name: str, shape: str, name: str) -> None:
+    from nsys_tools.kernels.cuda import compile_kernels
+    from nsys_tools.kernels.train_cuda import SOURCE, forward_plan
+
+    m, n = (int(v) for v in shape.split("x"))
+    try:
+        compile_kernels([forward_plan(m, n, "bf16", n % 8 == 0, named=name).kernel], SOURCE)
+    except UnsupportedShape:
+        pass
+
+
+def explore_op(op_name: str, shapes: list[str], impls: list[str], plans: bool, out: Path, rounds: int, iters: int) -> list[dict]:
+    """Time an op's implementations (and, with ``plans``, the explicit forward plans of
+    ``forward_candidates``) as a sweep's rounds run them: buffer sets past twice the L2 with one
+    output per shape, each implementation checked against the float64 reference first, CUPTI
+    kernel durations. One row per shape and implementation, written to ``out/explore.json``."""
+    import torch
+
+    from nsys_tools.plugin.loader import Registry
+
+    from .harness import make_sets, prepare
+
+    registry = Registry([f"nsys_tools.kernels.{op_name}"] if op_name != "layernorm" else [])
+    op = registry.op(op_name)
+    props = torch.cuda.get_device_properties(0)
+    named = {s: forward_candidates(*op.parse_shape(s)) if plans else [] for s in shapes}
+    if plans:
+        t0 = time.perf_counter()
+        _prewarm(named, op_name)
+        print(f"compiled {sum(map(len, named.values()))} plans in {time.perf_counter() - t0:.1f}s", flush=True)
+    rows: list[dict] = []
+    for shape in shapes:
+        t0 = time.perf_counter()
+        dims = op.parse_shape(shape)
+        torch.manual_seed(0)
+        sets = make_sets(op, dims, "cuda", props.L2_cache_size, "cold", "reuse")
+        chosen = [op.impl(name) for name in dict.fromkeys(impls + named[shape])]
+        launchers, checks, errors, unsupported = prepare(op, chosen, sets, torch.cuda.synchronize)
+        entries = [(name, fns) for name, fns in launchers.items() if checks[name] <= op.tolerance()]
+        times = kernel_times(entries, rounds, iters)
+        for name in [i.name for i in chosen]:
+            row = {"shape": shape, "impl": name, "error": checks.get(name), "failed": errors.get(name) or unsupported.get(name)}
+            rows.append(row | {k: v for k, v in times.get(name, {}).items() if k != "kernels"})
+        mine = sorted((r for r in rows if r["shape"] == shape and "us" in r), key=lambda r: r["us"])
+        best = next((r for r in mine if r["impl"].startswith("fwd_")), None)
+        shown = [r for r in mine if not r["impl"].startswith("fwd_")] + ([best] if best else [])
+        print(f"{shape} ({time.perf_counter() - t0:.1f}s): " + ", ".join(f"{r['impl']} {r['us']:.2f}" for r in shown), flush=True)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "explore.json").write_text(json.dumps(rows, indent=1))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m nsys_tools.capture.explore", description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", default="4096x768,8192x768,1024x2048,4096x4096")
@@ -214,7 +298,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=3, help="--timer kernel: rounds")
     p.add_argument("--iters", type=int, default=50, help="--timer kernel: calls per implementation per round")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--op", default="layernorm", help="another op than the fp32 LayerNorm: its --impls, CUPTI kernel times")
+    p.add_argument("--fwd-plans", action="store_true", help="with --op layernorm_bf16: time the explicit forward plans too")
     args = p.parse_args(argv)
+    if args.op != "layernorm":
+        impls = [i.strip() for i in args.impls.split(",")] if args.impls != ",".join(IMPLS) else []
+        explore_op(args.op, args.shapes.split(","), impls, args.fwd_plans, args.out, args.rounds, args.iters)
+        return
     policies = [o.strip() for o in args.outputs.split(",")]
     if not policies or set(policies) - set(OUTPUT_POLICIES):
         p.error(f"--outputs takes {' or '.join(OUTPUT_POLICIES)}, or both comma-separated")

@@ -57,6 +57,19 @@ def compile_ours(variant: str, shape: Shape, arch: str) -> Cubin:
     return Cubin(lowered, cubin, plan.grid, plan.block, plan.shared_bytes)
 
 
+def compile_forward(dtype: str, plan: str, shape: Shape, arch: str) -> Cubin:
+    """NVRTC: ``ln_fwd`` of ``kernels/ln_train.cu`` as ``make_forward`` plans it for contiguous,
+    aligned rows (by the rule, or the explicit ``plan``), to a cubin."""
+    from .cuda import NVRTC_OPTIONS
+    from .train_cuda import SOURCE, forward_plan
+
+    m, n = shape
+    vector = n % (16 // {"bf16": 2, "fp32": 4}[dtype]) == 0
+    launch = forward_plan(m, n, dtype, vector, named=plan)
+    lowered, cubin = nvrtc_cubin(SOURCE, launch.kernel, NVRTC_OPTIONS, arch)
+    return Cubin(lowered, cubin, launch.grid, launch.block, launch.shared_bytes)
+
+
 def compile_triton(shape: Shape, arch: str) -> Cubin:
     """``triton.compile`` of the control for ``arch``, specialized as its launcher would be."""
     try:

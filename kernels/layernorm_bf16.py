@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from nsys_tools.plugin import Buffers, Impl, Op, Shape, lazy
 
 from . import registry
 from .layernorm import EPS, FLOPS_PER_ELEMENT
+from .plans import FORWARD_NAME
 
 BF16 = 2
 OURS_MAX_N = 16384
@@ -67,16 +69,34 @@ class LayerNormBf16(Op):
         return FLOPS_PER_ELEMENT * shape[0] * shape[1]
 
     def impls(self) -> Sequence[Impl]:
-        ours = Impl(
-            "ours",
-            lazy("nsys_tools.kernels.train_cuda:make_forward", dtype="bf16"),
-            "ours",
-            "register-held rows laid out by the rows rule (kernels/rows.py), bf16 kept packed in registers",
-            limit=registry.max_width(OURS_MAX_N),
-        )
+        ours = _ours("ours", "register-held rows laid out by the rows rule (kernels/rows.py), bf16 kept packed in registers")
         controls = [registry.IMPLS[name] for name in ("triton", "inductor", "liger", "torch")]
         copy = replace(registry.IMPLS["copy"], bytes_moved=lambda shape: 2 * shape[0] * shape[1] * BF16)
         return [ours, *controls, copy]
+
+    def impl(self, name: str) -> Impl:
+        """A shipped implementation, or an explicit forward plan (``fwd_t256_r1_p0``; see
+        ``kernels/train_cuda.py``)."""
+        if FORWARD_NAME.match(name):
+            return _ours(name, "explicit launch plan of the register-held forward (kernels/train_cuda.py)", plan=name)
+        return super().impl(name)
+
+
+def _census(plan: str, shape: Shape, arch: str):
+    from .census import compile_forward
+
+    return compile_forward("bf16", plan, shape, arch)
+
+
+def _ours(name: str, summary: str, plan: str = "") -> Impl:
+    return Impl(
+        name,
+        lazy("nsys_tools.kernels.train_cuda:make_forward", dtype="bf16", plan=plan),
+        "ours",
+        summary,
+        limit=registry.max_width(OURS_MAX_N),
+        compile=partial(_census, plan),
+    )
 
 
 OP = LayerNormBf16()

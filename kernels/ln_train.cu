@@ -1,5 +1,6 @@
 // LayerNorm as a training step runs it, over the last dimension of a row-major M x N tensor:
 //   ln_fwd        forward in bf16 (or fp32): y = (x - mean) * rstd * gamma + beta, statistics in fp32
+//   ln_fwd_loop   the same on fewer blocks, each row group loading its next row while it finishes one
 //   ln_bwd        backward: dx, and per-block partial sums of dgamma and dbeta, from x, dy, gamma
 //                 and the mean and rstd the forward saved
 //   ln_bwd_cols   the partial sums reduced over blocks into dgamma and dbeta
@@ -155,6 +156,96 @@ __global__ void __launch_bounds__(TPR * RPB) ln_fwd(
       for (int j = 0; j < VEC; ++j) o[j] = (v[k].get(j) - mean) * rstd * gk.get(j) + bk.get(j);
       store_vec<T, VEC>(yr + col, o);
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward over a grid of fewer blocks than row groups: each row group strides over the rows
+// (gridDim.x * RPB apart) and loads its next row before it reduces and stores the current one,
+// so a block's loads stay in flight through its reduction, barrier and stores. The partials are
+// double-buffered by row parity, so one barrier a row suffices. Otherwise as ln_fwd.
+template <typename T, int TPR, int SLOTS, int VEC, int RPB, bool PRELOAD, int NFIX>
+__global__ void __launch_bounds__(TPR * RPB) ln_fwd_loop(
+    const T* __restrict__ x, T* __restrict__ y, const T* __restrict__ gamma, const T* __restrict__ beta,
+    int M, int N_arg, long long sx, long long sy, float eps) {
+  const int N = NFIX > 0 ? NFIX : N_arg;
+  constexpr int WARPS = TPR / 32;
+  __shared__ float3 part[2][RPB][WARPS];
+  const int sub = threadIdx.x / TPR, t = threadIdx.x % TPR;
+  const int lane = threadIdx.x & 31, w = t >> 5;
+  const long long stride = (long long)gridDim.x * RPB;
+
+  int wn = 0;  // elements this warp covers
+#pragma unroll
+  for (int k = 0; k < SLOTS; ++k) wn += min(max(N - (k * TPR + w * 32) * VEC, 0), 32 * VEC);
+
+  Slot<T, VEC> g[PRELOAD ? SLOTS : 1], b[PRELOAD ? SLOTS : 1], v[SLOTS];
+  long long row = (long long)blockIdx.x * RPB + sub;
+#pragma unroll
+  for (int k = 0; k < SLOTS; ++k) {
+    const int col = (k * TPR + t) * VEC;
+    if (col < N) {
+      if constexpr (PRELOAD) g[k].load(gamma + col), b[k].load(beta + col);
+    }
+    if (row < M && col < N) v[k].load(x + row * sx + col);
+    else v[k].zero();
+  }
+  int parity = 0;
+  for (long long base = (long long)blockIdx.x * RPB; base < M; base += stride, row += stride, parity ^= 1) {
+    const long long next = row + stride;
+    Slot<T, VEC> nv[SLOTS];
+#pragma unroll
+    for (int k = 0; k < SLOTS; ++k) {
+      const int col = (k * TPR + t) * VEC;
+      if (next < M && col < N) nv[k].load(x + next * sx + col);
+      else nv[k].zero();
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < SLOTS; ++k)
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) s += v[k].get(j);
+    const float wsum = warp_sum(s);
+    const float wmean = wn > 0 ? wsum / wn : 0.f;
+    float q = 0.f;
+#pragma unroll
+    for (int k = 0; k < SLOTS; ++k) {
+      const bool in = (k * TPR + t) * VEC < N;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float d = in ? v[k].get(j) - wmean : 0.f;
+        q += d * d;
+      }
+    }
+    const float wm2 = warp_sum(q);
+    float mean = wmean, m2 = wm2;
+    if constexpr (WARPS > 1) {
+      if (lane == 0) part[parity][sub][w] = make_float3(wsum, wm2, (float)wn);
+      __syncthreads();
+      const float3 p = lane < WARPS ? part[parity][sub][lane] : make_float3(0.f, 0.f, 0.f);
+      mean = warp_sum(p.x) / N;
+      const float d = p.z > 0.f ? p.x / p.z - mean : 0.f;
+      m2 = warp_sum(p.y + p.z * d * d);
+    }
+    const float rstd = rsqrtf(m2 / N + eps);
+    if (row < M) {
+      T* yr = y + row * sy;
+#pragma unroll
+      for (int k = 0; k < SLOTS; ++k) {
+        const int col = (k * TPR + t) * VEC;
+        if (col < N) {
+          Slot<T, VEC> gk, bk;
+          if constexpr (PRELOAD) gk = g[k], bk = b[k];
+          else gk.load(gamma + col), bk.load(beta + col);
+          float o[VEC];
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) o[j] = (v[k].get(j) - mean) * rstd * gk.get(j) + bk.get(j);
+          store_vec<T, VEC>(yr + col, o);
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < SLOTS; ++k) v[k] = nv[k];
   }
 }
 

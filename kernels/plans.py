@@ -26,3 +26,9 @@ STAGED_NAME = re.compile(r"^staged_t(?P<tpr>32|64|128|256|512|1024)(?:_c(?P<cach
 BULK_NAME = re.compile(r"^bulk_t(?P<tpr>32|64|128|256|512|1024)_s(?P<stages>[1-8])_b(?P<bps>[1-8])(?:_c(?P<cache>0|2|4|8|10))?$")
 # A row split across a thread-block cluster (sm_90+, aligned rows): cluster_c<blocks per row>_t<threads per block>[_c<cache 0-4>].
 CLUSTER_NAME = re.compile(r"^cluster_c(?P<cs>[248])_t(?P<tpb>32|64|128|256|512|1024)(?:_c(?P<cache>[0-4]))?$")
+# An explicit plan of the training kernels' forward (ln_fwd of ln_train.cu, bf16 or fp32):
+# fwd_t<threads per row>_r<rows per block>_p<gamma and beta preloaded: 0 or 1>[_f: the row width
+# compiled in][_g<blocks per SM>: ln_fwd_loop on that many blocks per SM, each striding over rows].
+FORWARD_NAME = re.compile(
+    r"^fwd_t(?P<tpr>32|64|128|256|512|1024)_r(?P<rpb>[124])_p(?P<preload>[01])(?P<fixed>_f)?(?:_g(?P<per_sm>[1-8]|1[0-6]))?$"
+)

@@ -24,7 +24,8 @@ from pathlib import Path
 from nsys_tools.plugin import Buffers, UnsupportedShape
 
 from .cuda import NVRTC_OPTIONS, SM_COUNT_DEFAULT, Launch, compile_kernels
-from .rows import VECTOR_BYTES, row_plan
+from .plans import FORWARD_NAME
+from .rows import FIXED_WIDTH_BYTES, VECTOR_BYTES, row_plan
 
 SOURCE = Path(__file__).with_name("ln_train.cu")
 ELEMENT = {"fp32": ("float", 4), "bf16": ("bf16", 2)}
@@ -46,15 +47,27 @@ def vector_ok(problem: Buffers, names: tuple[str, ...], element_bytes: int) -> b
     return n % per == 0 and aligned and strides
 
 
-def forward_plan(m: int, n: int, dtype: str, vector: bool, sm_count: int = SM_COUNT_DEFAULT) -> Launch:
-    """``ln_fwd`` for ``m x n`` of ``dtype``, by the rows rule."""
+def forward_plan(m: int, n: int, dtype: str, vector: bool, sm_count: int = SM_COUNT_DEFAULT, named: str = "") -> Launch:
+    """``ln_fwd`` for ``m x n`` of ``dtype``, by the rows rule, or by the explicit plan ``named``
+    (``fwd_t<threads per row>_r<rows per block>_p<preload 0|1>[_f]``)."""
     ctype, size = ELEMENT[dtype]
-    plan = row_plan(m, n, size, vector, sm_count)
-    if plan.slots > (8 if vector else 16) or plan.tpr * plan.rpb > BLOCK_THREADS:
+    vec = VECTOR_BYTES // size if vector else 1
+    if named:
+        found = FORWARD_NAME.match(named)
+        if not found:
+            raise UnsupportedShape(None, f"{named!r} is not a forward plan", "write fwd_t<threads>_r<rows>_p<0|1>[_f]")
+        tpr, rpb = int(found["tpr"]), int(found["rpb"])
+        slots, preload = math.ceil(n / vec / tpr), found["preload"] == "1"
+        nfix = n if found["fixed"] and n * size <= FIXED_WIDTH_BYTES else 0
+        per_sm = int(found["per_sm"] or 0)
+    else:
+        plan = row_plan(m, n, size, vector, sm_count)
+        tpr, rpb, slots, preload, nfix, per_sm = plan.tpr, plan.rpb, plan.slots, plan.preload, plan.nfix, 0
+    if slots > (8 if vector else 16) or tpr * rpb > BLOCK_THREADS:
         raise UnsupportedShape(None, f"rows of N = {n} {dtype} elements do not fit the register-held forward")
-    preload = "true" if plan.preload else "false"
-    name = f"ln_fwd<{ctype}, {plan.tpr}, {plan.slots}, {plan.vec}, {plan.rpb}, {preload}, {plan.nfix}>"
-    return Launch(name, math.ceil(m / plan.rpb), plan.tpr * plan.rpb)
+    kernel, groups = ("ln_fwd_loop", per_sm * sm_count) if per_sm else ("ln_fwd", m)
+    name = f"{kernel}<{ctype}, {tpr}, {slots}, {vec}, {rpb}, {'true' if preload else 'false'}, {nfix}>"
+    return Launch(name, math.ceil(min(m, groups * rpb) / rpb), tpr * rpb)
 
 
 def backward_plan(m: int, n: int, dtype: str, vector: bool, sm_count: int = SM_COUNT_DEFAULT) -> tuple[Launch, Launch]:
@@ -90,12 +103,14 @@ def _device(problem: Buffers) -> int:
     return torch.cuda.get_device_properties(problem.x.device).multi_processor_count
 
 
-def make_forward(problem: Buffers, dtype: str = "bf16"):
-    """Registry factory: ``ln_fwd`` planned for ``problem``'s shape, dtype and alignment."""
+def make_forward(problem: Buffers, dtype: str = "bf16", plan: str = ""):
+    """Registry factory: ``ln_fwd`` planned for ``problem``'s shape, dtype and alignment (by the
+    rule, or the explicit ``plan``)."""
     import numpy as np
 
     m, n = problem.shape
-    plan = forward_plan(m, n, dtype, vector_ok(problem, ("x", "y", "gamma", "beta"), ELEMENT[dtype][1]), _device(problem))
+    vector = vector_ok(problem, ("x", "y", "gamma", "beta"), ELEMENT[dtype][1])
+    plan = forward_plan(m, n, dtype, vector, _device(problem), plan)
     kernel = _kernels([plan.kernel])[plan.kernel]
     x, y = problem.x, problem.y
     args = (_ptr(x), _ptr(y), _ptr(problem.gamma), _ptr(problem.beta), np.int32(m), np.int32(n))

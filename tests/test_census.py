@@ -141,3 +141,18 @@ def test_bulk_plans_need_sm90():
     assert hopper["dynamic_shared_bytes"] == 3 * 16384 * 4 and hopper["st_local"] == 0
     with pytest.raises(UnsupportedShape, match="sm_90"):
         census.census(OP, "1024x16384", [OP.impl("bulk_t512_s3_b1")], "sm_80")
+
+
+@needs_compilers
+def test_bf16_forward_plans_trade_registers_for_threads_per_row():
+    """At 4096x4096 bf16 the rule's plan (128 threads, 4 vectors a thread, gamma and beta
+    preloaded) holds more registers than the same row spread over 256 or 512 threads, and the
+    row-striding kernel, which holds the next row too, holds more than the one-row kernel."""
+    from nsys_tools.kernels.layernorm_bf16 import OP as BF16
+
+    names = ["ours", "fwd_t128_r1_p1", "fwd_t256_r1_p1", "fwd_t512_r1_p1", "fwd_t256_r1_p1_g4"]
+    table = census.census(BF16, "4096x4096", [BF16.impl(n) for n in names], "sm_90")
+    regs = dict(zip(table["impl"], table["registers"], strict=True))
+    assert regs["ours"] == regs["fwd_t128_r1_p1"] > regs["fwd_t256_r1_p1"] > regs["fwd_t512_r1_p1"]
+    assert regs["fwd_t256_r1_p1_g4"] > regs["fwd_t256_r1_p1"]
+    assert table["local_bytes"].max() == 0

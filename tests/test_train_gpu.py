@@ -73,3 +73,32 @@ def test_backward_partials_cover_every_row(op_name):
     """Fewer rows than blocks, and many more rows than row groups: dgamma and dbeta still sum every row."""
     for shape in ((5, 768), (20000, 256)):
         _check(OPS[op_name], "ours", shape)
+
+
+# Explicit forward plans, the row-striding kernel (_g) among them: fewer blocks than row groups,
+# rows that are no multiple of the stride, one row, rows of elements.
+PLANS = [
+    "fwd_t128_r1_p1",
+    "fwd_t256_r1_p0_f",
+    "fwd_t512_r1_p1_g2",
+    "fwd_t32_r4_p0_f_g16",
+    "fwd_t64_r2_p1_g8",
+    "fwd_t1024_r1_p0_g1",
+]
+
+
+@pytest.mark.parametrize("shape", ["1x1", "3x5", "257x777", "1023x1000", "4096x4096", "20000x512", "7x16384"])
+@pytest.mark.parametrize("name", PLANS)
+def test_explicit_forward_plans_match_float64_reference(name, shape):
+    import torch
+
+    from nsys_tools.capture.harness import check
+
+    dims = FORWARD.parse_shape(shape)
+    impl, buffers = FORWARD.impl(name), _buffers(FORWARD, dims)
+    try:
+        launch = impl.setup(buffers)
+    except UnsupportedShape:
+        pytest.skip(f"{name} cannot hold rows of {dims[1]}")
+    err = check(FORWARD, impl, launch, buffers, torch.cuda.synchronize)
+    assert err < FORWARD.tolerance(), f"{name} at {shape}: relative error {err:.3g}"

@@ -48,3 +48,36 @@ def test_backward_plan_refuses_rows_it_cannot_hold():
     with pytest.raises(UnsupportedShape, match=str(BACKWARD_MAX_N)):
         backward_plan(512, BACKWARD_MAX_N + 1, "bf16", True)
     assert backward_plan(3, 768, "fp32", True)[0].grid == 1  # fewer rows than one block's groups
+
+
+@pytest.mark.parametrize("n", [512, 777, 896, 3584, 4096, 4099, 16384])
+def test_explicit_forward_plans_cover_the_row(n):
+    vector = n % 8 == 0
+    vec, most = (8, 8) if vector else (1, 16)
+    for name in ("fwd_t128_r1_p1", "fwd_t256_r1_p0_f", "fwd_t512_r1_p1_g2", "fwd_t32_r4_p0_f_g16"):
+        threads = int(name.split("_")[1][1:])
+        if -(-n // (vec * threads)) > most:  # more slots a thread than the kernel holds
+            with pytest.raises(UnsupportedShape):
+                forward_plan(3000, n, "bf16", vector, named=name)
+            continue
+        plan = forward_plan(3000, n, "bf16", vector, named=name)
+        kernel, args = plan.kernel.split("<")
+        _, tpr, slots, width, rpb, preload, nfix = (a.strip() for a in args.rstrip(">").split(","))
+        assert int(width) == vec and int(tpr) * int(slots) * vec >= n and int(slots) <= most
+        assert preload == ("true" if "_p1" in name else "false")
+        assert int(nfix) == (n if "_f" in name and n * 2 <= 8192 else 0)
+        if "_g" in name:  # the row-striding kernel on per_sm blocks per SM, never more than the row groups
+            per_sm = int(name.rsplit("_g", 1)[1])
+            assert kernel == "ln_fwd_loop" and plan.grid == min(per_sm * 132, -(-3000 // int(rpb)))
+        else:
+            assert kernel == "ln_fwd" and plan.grid == -(-3000 // int(rpb))
+
+
+def test_explicit_forward_plans_are_named_exactly():
+    from nsys_tools.kernels.layernorm_bf16 import OP
+
+    assert OP.impl("fwd_t256_r1_p0_g4").name == "fwd_t256_r1_p0_g4"
+    for bad in ("fwd_t48_r1_p0", "fwd_t256_r3_p0", "fwd_t256_r1_p2", "fwd_t256_r1_p0_g0", "fwd_t256_r1_p0_g17"):
+        with pytest.raises(Exception, match="no implementation|not a forward plan"):
+            OP.impl(bad)
+    assert forward_plan(5, 4096, "bf16", True, named="fwd_t256_r1_p1_g8").grid == 5  # fewer rows than blocks
