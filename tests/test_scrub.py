@@ -128,7 +128,7 @@ def test_every_form_of_identity_goes_and_the_trace_stays(fixture_copy, version):
     assert _value(path, "SELECT value FROM StringIds WHERE id = 900006") == r"C:\Users\user\proj\train.py"
     assert _value(path, "SELECT text FROM DIAGNOSTIC_EVENT WHERE timestamp = 1") == "connected to <host2> as <user>"
     assert _value(path, "SELECT name FROM PROCESSES WHERE pid = 99999") == "python3"
-    assert _value(path, "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_PARAM_OUTPUT_PATH_ABS'") == "run.sqlite"
+    assert _value(path, "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_PARAM_OUTPUT_PATH_ABS'") == "report.sqlite"
     assert _value(path, "SELECT value FROM META_DATA_CAPTURE WHERE name = 'PROCESS_1:COMMAND'") == ""
     assert _value(path, "SELECT note || '|' || extra FROM FUTURE_TABLE") == "data at /home/user/data|[scrubbed]"
     # Analysis data, though it looks like NAME=value, is untouched.
@@ -148,7 +148,7 @@ def test_older_schema_export_paths(fixture_copy):
         con.execute("INSERT INTO EXPORT_META_DATA VALUES ('EXPORT_OUTPUT_PATH_ABS', '/home/bob/exports/run.sqlite')")
     con.close()
     scrub(path)
-    assert _value(path, "SELECT value FROM EXPORT_META_DATA WHERE name = 'EXPORT_OUTPUT_PATH_ABS'") == "run.sqlite"
+    assert _value(path, "SELECT value FROM EXPORT_META_DATA WHERE name = 'EXPORT_OUTPUT_PATH_ABS'") == "report.sqlite"
     assert b"/home/bob" not in path.read_bytes()
 
 
@@ -396,7 +396,7 @@ def test_planted_identity_is_found_then_gone_and_the_report_is_unchanged(fixture
     found = check(path)
     text = "\n".join(found.examples)
     for needle in needles:
-        if needle not in ("site-xyz", "node-a17", "oscar"):  # rows that only carry identity: named, value hidden
+        if needle not in ("site-xyz", "node-a17", "oscar", "bob:hunter2"):  # identity-only rows and secrets: value hidden
             assert needle.strip() in text, (needle, found.examples)
     assert "META_DATA_CAPTURE PROCESS_0:CWD" in text and "system environment, user and host rows" in found.changed
     assert found.changed["the system's process list"] > 0 and found.changed["device UUIDs"] >= 1

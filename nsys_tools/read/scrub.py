@@ -44,11 +44,11 @@ from pathlib import Path
 
 from ..errors import BadExport
 from ..files import output_error, replaced_atomically, writing
-from . import cache
+from . import cache, identity
 from . import schema as S
 from .export import REPORT_SUFFIXES, SCRUBBED_TABLE, check_sqlite, reading
 
-PLACEHOLDER = "[scrubbed]"
+PLACEHOLDER = identity.PLACEHOLDER
 USER, HOST, NSYS = "<user>", "<host>", "<nsys>"
 ELSEWHERE = "move the export to another disk and scrub it there"  # scrubbed in place
 HOME_POSIX, HOME_WINDOWS = "/home/user", "C:\\Users\\user"
@@ -99,6 +99,15 @@ SITE_PATHS = re.compile(
 )
 
 
+# Shared storage that keeps one folder per user or project, whoever the user is: the folder
+# after the mount becomes ``user`` (``/mnt/nfs/alice`` -> ``/mnt/nfs/user``); its name is not
+# taken for a user name elsewhere, since data sets sit there too.
+_MOUNTS = "nfs|lustre|shared|share|data|storage|home|homes|users|scratch|efs|fsx|gpfs|beegfs|cephfs|nvme|ssd"
+SHARED_PATHS = re.compile(
+    rf"(?<![\w.~/-])/(?P<root>data|mnt/(?:{_MOUNTS})(?=/)|mnt(?!/(?:{_MOUNTS})/)|scratch)/(?!user{_END})(?P<who>{_P}){_END}"
+)
+
+
 def _site_user(m: re.Match) -> str:
     return m.group("who") or m.group("pwho") or m.group("gwho")
 
@@ -114,7 +123,7 @@ COMMAND_LIKE = re.compile(r"^(?:[/~]|\.\.?/|[A-Za-z]:[\\/])|\s(?:-|/|~|[A-Za-z]:
 # Environment variables that name the user or the host, whose values are replaced everywhere.
 USER_VARIABLES = ("USER", "LOGNAME", "USERNAME", "SUDO_USER", "SLURM_JOB_USER", "PBS_O_LOGNAME", "LSB_USER")
 HOST_VARIABLES = ("HOSTNAME", "HOST", "SLURMD_NODENAME", "SLURM_SUBMIT_HOST", "PBS_O_HOST", "LSB_HOSTS", "COMPUTERNAME")
-TOKEN_MIN = 3  # shorter names are too likely to be words: their rows are blanked, not searched for
+TOKEN_MIN = 3  # shorter names are too likely to be words: matched only in their own case
 NOT_NAMES = {"user", "host", "root", "localhost", "local", "none", "null", "unknown", "nobody", "vm"}
 
 # Rows that only carry identity, by table: deleted, or their value blanked.
@@ -122,6 +131,7 @@ CAPTURE_DROP = ("%ENVIRONMENT%",)
 CAPTURE_BLANK = ("%WORKING_DIR%", "%CWD%", "%ARGUMENT%", "%COMMAND%", "DEVICE_DISPLAY_NAME", "%HOSTNAME%", "%USER%")
 SYSTEM_DROP = ("DeviceEnvironment", "Hostname", "HostName", "UserName", "SystemUID")
 EXPORT_BLANK = ("EXPORT_HOST", "EXPORT_USER")
+OWN_NAME = "report"  # the export's own file name becomes nsys's default one: report.sqlite, report.nsys-rep
 TEXT_AFFINITY = ("CHAR", "CLOB", "TEXT")
 
 
@@ -151,11 +161,16 @@ class ScrubReport:
         if len(self.examples) < 50:
             self.examples.append(f"{where}: {label}: {masked(old)}")
 
+    def note_kinds(self, labels: list[str], where: str, old: object, n: int = 1) -> None:
+        for label in labels:
+            self.note(label, where, old, n)
+
 
 def masked(value: object, limit: int = 80) -> str:
-    """A value as it may be printed: entries' values hidden, control characters escaped, cut."""
+    """A value as it may be printed: entries' values and secrets hidden, control characters escaped, cut."""
     text = re.sub(rf"({_NAME}=)[^\x00\n\r;]*", r"\1…", str(value))
-    text = re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m.group())[1:-1], SECRET_VALUE.sub("…", text))
+    text = identity.hide_secrets(SECRET_VALUE.sub("…", text))
+    text = re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m.group())[1:-1], text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -210,30 +225,38 @@ def _url(value: str) -> str:
 def _paths(value: str) -> str:
     for pattern, home in (HOME_PATHS, HOME_WIN):
         value = pattern.sub(lambda _, home=home: home, value)
-    return TILDE_USER.sub("~user", SITE_PATHS.sub(_site_path, value))
+    value = SITE_PATHS.sub(_site_path, value)
+    return TILDE_USER.sub("~user", SHARED_PATHS.sub(lambda m: f"/{m.group('root')}/user", value))
 
 
 class _Identity:
     """The user and host names and the install folder an export reveals, and how to cut them out.
     Hosts and GPU UUIDs become stable pseudonyms (``<host>``, or ``<host1>``, ``<host2>`` for
     several; ``GPU-00000000-0000-0000-0000-000000000001``), the same in every table, so that
-    per-device and per-host rows still line up."""
+    per-device and per-host rows still line up; so do the kinds ``identity`` finds."""
 
     def __init__(self, users: set[str], hosts: set[str], install: str, uuids: Iterable[str] = ()):
-        def usable(names: set[str]) -> list[str]:
-            return sorted({n for n in names if len(n) >= TOKEN_MIN and n.lower() not in NOT_NAMES}, key=len, reverse=True)
+        def usable(names: set[str], shortest: int = TOKEN_MIN) -> list[str]:
+            return sorted({n for n in names if len(n) >= shortest and n.lower() not in NOT_NAMES}, key=len, reverse=True)
 
-        def words(keep: list[str]) -> re.Pattern | None:
-            return re.compile(r"(?<![\w.-])(?:" + "|".join(map(re.escape, keep)) + r")(?![\w-])") if keep else None
+        def words(keep: list[str], flags: int = re.IGNORECASE) -> re.Pattern | None:
+            # in any case, and as a part of a longer name joined by - _ or . (train_alice, ALICE-py311)
+            return (
+                re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(map(re.escape, keep)) + r")(?![A-Za-z0-9])", flags) if keep else None
+            )
 
         self.users = words(usable(users))
+        self.short_users = words([n for n in usable(users, 2) if len(n) < TOKEN_MIN], 0)  # "jd": in its own case only
         full = usable(hosts)
-        shorts = sorted(set(usable({h.split(".")[0] for h in full})))
+        shorts = sorted({h.split(".")[0].lower() for h in full} - NOT_NAMES - {""})
         alias = {h: (HOST if len(shorts) == 1 else f"<host{k}>") for k, h in enumerate(shorts, 1)}
-        self.host_alias = {h: alias[h.split(".")[0]] for h in {*full, *shorts} if h.split(".")[0] in alias}
+        self.host_alias = {
+            h.lower(): alias[h.split(".")[0].lower()] for h in {*full, *shorts} if h.split(".")[0].lower() in alias
+        }
         self.hosts = words(sorted(self.host_alias, key=len, reverse=True))
         self.install = install if len(install) > 1 and install != NSYS else ""
         self.uuid_alias: dict[str, str] = {}
+        self.pseudonyms = identity.Pseudonyms()
         for u in sorted({u.lower() for u in uuids}):
             self._uuid(u)
 
@@ -245,30 +268,36 @@ class _Identity:
             self.uuid_alias[value] = f"00000000-0000-0000-0000-{len(self.uuid_alias) + 1:012d}"
         return self.uuid_alias[value]
 
-    def clean(self, value: str) -> tuple[str, str] | None:
-        """``value`` without identity, and what was removed; None when there is nothing."""
+    def clean(self, value: str) -> tuple[str, list[str]] | None:
+        """``value`` without identity, and the kinds removed; None when there is nothing."""
         if _is_environment(value):
-            return PLACEHOLDER, "environment and credentials"
-        steps = (
-            ("credentials in URLs and user labels", lambda v: USER_LABEL.sub(lambda m: m.group(1) + USER, _url(v))),
-            ("home paths", _paths),
+            return PLACEHOLDER, ["environment and credentials"]
+        new, kinds = value, []
+        changed = _url(new)
+        changed = USER_LABEL.sub(lambda m: m.group(1) + USER, changed)
+        if changed != new:
+            new, kinds = changed, ["credentials in URLs and user labels"]
+        new, found = identity.replace(new, self.pseudonyms)
+        kinds += found
+        for what, step in (
+            ("home paths and shared-storage folders", _paths),
             ("user, host and install names", self._words),
             ("device UUIDs", self._uuids),
-        )
-        new, label = value, None
-        for what, step in steps:
+        ):
             changed = step(new)
             if changed != new:
-                new, label = changed, label or what
-        return (new, label) if label else None
+                new = changed
+                kinds.append(what)
+        return (new, kinds) if kinds else None
 
     def _words(self, value: str) -> str:
         if self.install:
             value = value.replace(self.install, NSYS)
-        if self.users:
-            value = self.users.sub(USER, value)
+        for pattern in (self.users, self.short_users):
+            if pattern:
+                value = pattern.sub(USER, value)
         if self.hosts:
-            value = self.hosts.sub(lambda m: self.host_alias[m.group()], value)
+            value = self.hosts.sub(lambda m: self.host_alias[m.group().lower()], value)
         return value
 
     def _uuids(self, value: str) -> str:
@@ -276,13 +305,16 @@ class _Identity:
 
     def found_in(self, value: str) -> str | None:
         """What identity a string the analysis reads holds (it is left as it is)."""
+        kinds = []
         if CREDENTIAL.search(value) or SECRET_VALUE.search(value) or URL_CREDENTIALS.search(value):
-            return "a credential"
-        if any(p.search(value) for p, _ in (HOME_PATHS, HOME_WIN)) or SITE_PATHS.search(value) or TILDE_USER.search(value):
-            return "a home path"
-        if (self.users and self.users.search(value)) or (self.hosts and self.hosts.search(value)) or USER_LABEL.search(value):
-            return "a user or host name"
-        return None
+            kinds.append("a credential")
+        kinds += identity.found(value)
+        if _paths(value) != value:
+            kinds.append("a home path or shared-storage folder")
+        names = (self.users, self.short_users, self.hosts)
+        if any(p and p.search(value) for p in names) or USER_LABEL.search(value):
+            kinds.append("a user or host name")
+        return ", ".join(kinds) or None
 
 
 def _identity(con: sqlite3.Connection, tables: dict[str, list[tuple[str, str]]]) -> _Identity:
@@ -382,9 +414,13 @@ def _identity_rows(con: sqlite3.Connection, report: ScrubReport, tables) -> None
         _name_rows(con, report, tables, meta, EXPORT_BLANK, "export host and user", blank=True)
         rows = con.execute(f"SELECT rowid, value FROM {meta} WHERE name LIKE '%PATH%' OR name LIKE '%FILE%'").fetchall()
         for rowid, value in rows:
-            if isinstance(value, str) and value and (base := re.split(r"[\\/]", value)[-1]) != value:
-                con.execute(f"UPDATE {meta} SET value = CAST(? AS TEXT) WHERE rowid = ?", (_bind(base), rowid))
-                report.note("export paths", f"{meta}.value", value)
+            if not isinstance(value, str) or not value:
+                continue
+            base = re.split(r"[\\/]", value)[-1]
+            own = OWN_NAME + (m.group() if (m := re.search(r"\.[A-Za-z0-9-]+$", base)) else "")
+            if own != value:
+                con.execute(f"UPDATE {meta} SET value = CAST(? AS TEXT) WHERE rowid = ?", (_bind(own), rowid))
+                report.note("export paths" if base != value else "the export's own file name", f"{meta}.value", value)
 
 
 def _processes(con: sqlite3.Connection, report: ScrubReport, tables) -> None:
@@ -416,7 +452,7 @@ def _walk(con: sqlite3.Connection, report: ScrubReport, tables, who: _Identity, 
                         continue
                     if done := who.clean(value):
                         con.execute(f"UPDATE {S.STRINGS} SET value = CAST(? AS TEXT) WHERE id = ?", (_bind(done[0]), sid))
-                        report.note(done[1], where, value)
+                        report.note_kinds(done[1], where, value)
                 continue
             col = _q(column)
             rows = con.execute(f"SELECT DISTINCT {col} FROM {_q(table)} WHERE typeof({col}) IN ('text', 'blob')").fetchall()
@@ -435,7 +471,7 @@ def _walk(con: sqlite3.Connection, report: ScrubReport, tables, who: _Identity, 
                     else:
                         sql = f"UPDATE {_q(table)} SET {col} = CAST(? AS TEXT) WHERE {col} = CAST(? AS TEXT)"
                         n = con.execute(sql, (_bind(done[0]), _bind(value))).rowcount
-                    report.note(done[1] + (" (in BLOBs)" if blob else ""), where, text, max(n, 1))
+                    report.note_kinds([k + (" (in BLOBs)" if blob else "") for k in done[1]], where, text, max(n, 1))
 
 
 def _bind(value: str) -> str | bytes:
@@ -473,9 +509,88 @@ def _process_list(con: sqlite3.Connection, report: ScrubReport, tables) -> None:
     report.note("the system's process list", "PROCESSES", "processes without events", n)
 
 
+def _triggers(con: sqlite3.Connection, report: ScrubReport) -> None:
+    """Triggers go before the first row changes: nsys writes none, and one would run inside scrub."""
+    for name, sql in con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        con.execute(f"DROP TRIGGER IF EXISTS {_q(_sql_name(name))}")
+        report.note("triggers", f"schema: trigger {name}", sql)
+
+
+_CREATE = re.compile(
+    r"""^\s*CREATE\s+(?:UNIQUE\s+|TEMP(?:ORARY)?\s+)?(?:VIEW|INDEX)\s+(?:IF\s+NOT\s+EXISTS\s+)?"""
+    r"""(?P<name>"(?:[^"]|"")*"|\[[^\]]*\]|`(?:[^`]|``)*`|[^\s(]+)""",
+    re.IGNORECASE,
+)
+
+
+def _schema_text(who: _Identity, text: str) -> tuple[str, list[str]]:
+    """Schema text without identity, pseudonyms written as plain words (``<user>`` -> ``user``)
+    so that they stay valid in identifiers."""
+    done = who.clean(text)
+    if not done:
+        return text, []
+    plain = re.sub(r"<([a-z0-9]+(?:-\d+)?)>", r"\1", done[0]).replace(PLACEHOLDER, "scrubbed")
+    return plain, done[1]
+
+
+def _schema(con: sqlite3.Connection, report: ScrubReport, who: _Identity) -> None:
+    """Table, column, view and index names and view SQL without identity. Tables and columns are
+    renamed (SQLite rewrites the views and indexes that use them); views and indexes whose name
+    or SQL still holds identity are made again from their scrubbed SQL, or dropped if it no
+    longer compiles."""
+    master = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    for (table,) in con.execute(master).fetchall():
+        for column in [r[1] for r in con.execute(f"PRAGMA table_info({_q(_sql_name(table))})")]:
+            new, kinds = _schema_text(who, column)
+            if kinds:
+                con.execute(f"ALTER TABLE {_q(table)} RENAME COLUMN {_q(column)} TO {_q(_unused_column(con, table, new))}")
+                report.note_kinds(kinds, f"schema: column name of {table}", column)
+        new, kinds = _schema_text(who, table)
+        if kinds:
+            con.execute(f"ALTER TABLE {_q(table)} RENAME TO {_q(_unused(con, new))}")
+            report.note_kinds(kinds, "schema: table name", table)
+    rows = con.execute("SELECT type, name, sql FROM sqlite_master WHERE type IN ('view', 'index') AND sql IS NOT NULL")
+    for kind, name, sql in rows.fetchall():
+        new_name, name_kinds = _schema_text(who, name)
+        header = _CREATE.match(sql)
+        body, sql_kinds = _schema_text(who, sql[header.end() :] if header else sql)
+        if not name_kinds and not sql_kinds:
+            continue
+        con.execute(f"DROP {kind.upper()} {_q(name)}")
+        report.note_kinds([*name_kinds, *sql_kinds], f"schema: {kind} {'name and ' if name_kinds else ''}SQL", sql)
+        if header:
+            try:
+                con.execute(f"{sql[: header.start('name')]}{_q(_unused(con, new_name))}{body}")
+                continue
+            except sqlite3.Error:
+                pass
+        report.note(f"{kind}s dropped (their scrubbed SQL does not compile)", f"schema: {kind}", name)
+
+
+def _unused(con: sqlite3.Connection, name: str) -> str:
+    """``name``, or ``name_2``, ``name_3`` … when the schema has it already."""
+    taken = {r[0].lower() for r in con.execute("SELECT name FROM sqlite_master")}
+    out, k = name, 1
+    while out.lower() in taken:
+        k += 1
+        out = f"{name}_{k}"
+    return out
+
+
+def _unused_column(con: sqlite3.Connection, table: str, name: str) -> str:
+    taken = {r[1].lower() for r in con.execute(f"PRAGMA table_info({_q(table)})")}
+    out, k = name, 1
+    while out.lower() in taken:
+        k += 1
+        out = f"{name}_{k}"
+    return out
+
+
 def _scrub_connection(con: sqlite3.Connection, report: ScrubReport) -> None:
+    _triggers(con, report)
+    who = _identity(con, _tables(con))
+    _schema(con, report, who)
     tables = _tables(con)
-    who = _identity(con, tables)
     protected = _protected(con, tables)
     _identity_rows(con, report, tables)
     _processes(con, report, tables)
