@@ -88,6 +88,8 @@ WHOLE_RUN = [
     ("overlap", ["device"], {}),
     ("overlap", [], {"step": "step=*"}),
     ("stragglers", [], {}),
+    ("steps", [], {}),
+    ("steps", [], {"step": "forward", "flops_per_step": 1e12}),
     ("hist", ["device"], {}),
     ("hist", [], {"of": "ranges"}),
     ("pace", ["device"], {}),

@@ -54,9 +54,9 @@ def toy(tmp_path, monkeypatch):
 
 
 def test_the_builtin_views_declare_themselves():
-    # The 14 views of the table in nsys_tools/views/__init__.py, in order of their files' names.
+    # The 15 views of the table in nsys_tools/views/__init__.py, in order of their files' names.
     assert views.names() == (
-        "api", "gaps", "hist", "idle", "kernels", "launch", "memops", "nccl", "overlap", "pace", "ranges", "stragglers",
+        "api", "gaps", "hist", "idle", "kernels", "launch", "memops", "nccl", "overlap", "pace", "ranges", "steps", "stragglers",
         "sync", "utilization",
     )  # fmt: skip
     assert [v.name for v in views.REGISTRY.values() if v.ordered] == ["gaps", "idle", "overlap", "ranges", "utilization"]

@@ -123,7 +123,35 @@ def report(
         Optional[int], typer.Option(min=1, help="--view idle: list the N longest idle intervals of each device instead.")
     ] = None,
     step: Annotated[
-        Optional[str], typer.Option(help="--view overlap, stragglers: the NVTX range of one training step (default *step*).")
+        Optional[str],
+        typer.Option(
+            help="--view overlap, stragglers, steps: the NVTX range of one training step (default *step*; "
+            "steps: ranges named like steps, else a repeating range or kernel sequence)."
+        ),
+    ] = None,
+    warmup: Annotated[
+        Optional[float],
+        typer.Option(
+            min=1, help="--view steps: leading steps above this many times the median are warm-up (1.5).", show_default=False
+        ),
+    ] = None,
+    slow: Annotated[
+        Optional[float],
+        typer.Option(
+            min=1, help="--view steps: steady steps above this many times the steady median are slow (1.25).", show_default=False
+        ),
+    ] = None,
+    flops_per_step: Annotated[
+        Optional[float],
+        typer.Option(min=0, help="--view steps: FLOPs one rank does per step, for TFLOP/s and MFU.", show_default=False),
+    ] = None,
+    peak_tflops: Annotated[
+        Optional[float],
+        typer.Option(
+            min=0,
+            help="--view steps: the GPU's peak TFLOP/s (default: the datasheet's dense BF16 peak of a known GPU).",
+            show_default=False,
+        ),
     ] = None,
     nsys: Annotated[
         Optional[Path], typer.Option(help="nsys executable, to export .nsys-rep files (default: $NSYS, then PATH).")
@@ -233,6 +261,10 @@ def report(
         "--window": bin_window is not None,
         "--longest": longest is not None,
         "--step": step is not None,
+        "--warmup": warmup is not None,
+        "--slow": slow is not None,
+        "--flops-per-step": flops_per_step is not None,
+        "--peak-tflops": peak_tflops is not None,
         "--chart": chart is not None,
         "--hist": hist,
         "--pace": pace,
@@ -263,8 +295,16 @@ def report(
         raise typer.BadParameter(f"applies to --view utilization, not --view {view.value}", param_hint="--window")
     if longest is not None and not sweeps and view is not View.idle:
         raise typer.BadParameter(f"applies to --view idle, not --view {view.value}", param_hint="--longest")
-    if step is not None and not sweeps and view not in (View.overlap, View.stragglers):
-        raise typer.BadParameter(f"applies to --view overlap or stragglers, not --view {view.value}", param_hint="--step")
+    if step is not None and not sweeps and view not in (View.overlap, View.stragglers, View.steps):
+        raise typer.BadParameter(f"applies to --view overlap, stragglers or steps, not --view {view.value}", param_hint="--step")
+    step_options = {"warmup": warmup, "slow": slow, "flops_per_step": flops_per_step, "peak_tflops": peak_tflops}
+    for name, value in step_options.items():
+        if value is not None and not sweeps and view is not View.steps:
+            raise typer.BadParameter(
+                f"applies to --view steps, not --view {view.value}", param_hint="--" + name.replace("_", "-")
+            )
+    if peak_tflops is not None and flops_per_step is None:
+        raise typer.BadParameter("a peak is for MFU: give --flops-per-step too", param_hint="--peak-tflops")
     if view is View.sync and {"device", "stream"} & set(keys):
         raise typer.BadParameter("synchronization calls run on host threads: split them by process", param_hint="--by")
     window, bin_ns = _window(time_from, time_to, within, skip_first, bin_window)
@@ -336,6 +376,7 @@ def report(
             "idle": {"longest": longest} if longest else {},
             "overlap": {"step": step} if step else {},
             "stragglers": {"step": step} if step else {},
+            "steps": {k: v for k, v in {"step": step, **step_options}.items() if v is not None},
             "hist": {"of": of} if of == "ranges" else {"names": names.value},
             "pace": {"of": of} if of == "ranges" else {"names": names.value},
         }.get(table_view, {})
@@ -361,6 +402,11 @@ def report(
         if len(failures) == len(files):
             _fail(failures, f"none of the {len(files)} exports could be read")
         _accounting_notes(counted)
+    if view is View.steps and not frame.is_empty():
+        from ..views.steps import SLOW, WARMUP, thresholds
+
+        sources = "; ".join(sorted(set(frame["source"])))
+        stderr.print(f"Note: steps are {sources}; {thresholds(warmup or WARMUP, slow or SLOW)}.", markup=False)
     if frame.is_empty():
         why = "the table is empty"
         if not sweeps:

@@ -14,6 +14,7 @@
 | ``nccl`` | NCCL collective: kernels, time, bytes from NVTX payloads | ``nccl_sum`` recipe |
 | ``overlap`` | device and step: NCCL time hidden behind compute, exposed | ``nccl_gpu_overlap_trace`` recipe |
 | ``stragglers`` | step: the slowest rank and by how much; ranks late most often | (none) |
+| ``steps`` | rank, device and step: busy, compute, NCCL exposed, memory, idle by cause, phase, MFU | (none) |
 | ``hist`` | kernel (or range) and duration bin | ``cuda_gpu_kern_hist`` recipe |
 | ``pace`` | kernel (or range) instance, in order: interval, gap, drift | ``cuda_gpu_kern_pace``, ``nvtx_gpu_proj_pace`` recipes |
 

@@ -1,0 +1,344 @@
+"""Training steps: one row per rank (process), device and step, with where the step's time went.
+
+**Steps.** With ``step`` (a glob), the NVTX ranges it matches. Without: the NVTX ranges that look
+like steps (a name holding ``step`` in any case, PyTorch's ``ProfilerStep#N``); failing that, the
+top-level range that repeats most (names compared with their numbers blanked, at least 3
+instances); failing that, a repeating kernel sequence (the shortest period of the kernel names
+on the rank's busiest device, each period starting at a kernel that runs once in it). Of ranges
+nested in one another, the outermost is the step (``step 3`` holds ``Optimizer.step``). Each
+rank's steps are numbered from 1 in order of start: a rank's n-th step is its own. ``source``
+names what was used. Step 0 (``phase`` ``setup``) is the time from the rank's first CUDA call,
+GPU operation or range to its first step.
+
+**Figures** (ns), over the step's time ``[start_ns, start_ns + duration_ns)`` on the device, of
+the operations the rank ran there: ``busy_ns`` (the union of its kernels, copies and sets),
+``compute_ns`` (of its compute kernels), ``nccl_exposed_ns`` (what NCCL kernels add to compute),
+``memory_ns`` (what copies and sets add to both), ``idle_ns`` (the rest), split by the cause of
+each idle interval as ``idle`` finds it (``idle_host_ns``, ``idle_sync_ns``, ``idle_memory_ns``;
+``idle_other_ns`` the rest, with the time before the device's first operation and after its
+last); ``host_blocked_ns``, the time the rank's threads spent in blocking calls
+(synchronizations, synchronous copies and sets), summed over threads. ``skew_ns``: how much later
+the step started than the earliest rank's step of that number.
+
+**Phases.** ``warmup``: the leading steps that took more than ``warmup`` times (1.5) the rank's
+median step; the rest are ``steady``; a steady step taking more than ``slow`` times (1.25) the
+steady median is ``slow``. With ``flops_per_step`` (per rank), ``tflops`` is the achieved rate and
+``mfu_pct`` its share of the GPU's peak (``peak_tflops``, or the dense BF16 datasheet peak of a known
+GPU: ``PEAKS``); a GPU without a known peak is refused rather than guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from ..errors import UsageError
+from . import View
+from . import utilization as U
+from .idle import BLOCKING_LIKE, blocking, classify, gaps_of
+
+VIEW = View("steps", "per rank, device and step: busy, compute, NCCL exposed, memory, idle by cause, phase")
+
+LINE = ["pid", "gpu_id"]
+CAUSES = ("host", "sync", "memory")
+FIGURES = (
+    "busy_ns",
+    "compute_ns",
+    "nccl_exposed_ns",
+    "memory_ns",
+    "idle_ns",
+    "idle_host_ns",
+    "idle_sync_ns",
+    "idle_memory_ns",
+    "idle_other_ns",
+    "host_blocked_ns",
+)
+COLUMNS = (
+    "pid",
+    "gpu_id",
+    "gpu_name",
+    "step",
+    "name",
+    "phase",
+    "start_ns",
+    "duration_ns",
+    *FIGURES,
+    "skew_ns",
+    "slow",
+    "tflops",
+    "mfu_pct",
+    "source",
+)
+WARMUP, SLOW = 1.5, 1.25
+# Dense BF16/FP16 tensor-core peaks, TFLOP/s, from NVIDIA's datasheets; the first name held wins.
+PEAKS = (
+    ("H100 PCIe", 756.0),
+    ("H100 NVL", 835.0),
+    ("H100", 989.4),
+    ("H200", 989.4),
+    ("A100", 312.0),
+    ("B200", 2250.0),
+    ("L40S", 362.05),
+)
+STEP_LIKE = r"(?i)step|^ProfilerStep#\d+$"
+OP_COLUMNS = [
+    "gpu_id",
+    "gpu_name",
+    "pid",
+    "kind",
+    "name",
+    "start_ns",
+    "end_ns",
+    "global_tid",
+    "api_name",
+    "api_start_ns",
+    "api_end_ns",
+]
+
+
+def peak(gpu_name: str | None) -> float | None:
+    return next((p for key, p in PEAKS if gpu_name and key in gpu_name), None)
+
+
+def outermost(ranges: pl.DataFrame) -> pl.DataFrame:
+    """Of ``ranges`` (``pid, start_ns, end_ns``), those no other one of the same process holds."""
+    ordered = ranges.sort("pid", "start_ns", pl.col("end_ns"), descending=[False, False, True])
+    before = pl.col("end_ns").cum_max().shift(1).over("pid")
+    return ordered.filter(before.is_null() | (pl.col("end_ns") > before))
+
+
+def _numbered(steps: pl.DataFrame, source: str) -> pl.DataFrame:
+    steps = steps.sort("pid", "start_ns")
+    return steps.select(
+        pl.col("pid").cast(pl.Int64),
+        step=pl.col("start_ns").rank("ordinal").over("pid").cast(pl.Int64),
+        name=pl.col("name").cast(pl.String),
+        start_ns="start_ns",
+        end_ns="end_ns",
+        source=pl.lit(source),
+    )
+
+
+def from_ranges(ranges: pl.DataFrame, step: str | None) -> pl.DataFrame | None:
+    """Steps from NVTX ranges: those ``step`` matches, or those that look like steps, or the
+    most repeated top-level range; None when none fits."""
+    from ..read.names import glob_regex
+
+    timed = ranges.filter(pl.col("end_ns") > pl.col("start_ns")).rename({"range": "name"})
+    if step is not None:
+        found = outermost(timed.filter(pl.col("name").cast(pl.String).str.contains(glob_regex(step))))
+        return _numbered(found, f"NVTX ranges matching {step!r}") if found.height else None
+    found = outermost(timed.filter(pl.col("name").cast(pl.String).str.contains(STEP_LIKE)))
+    if found.height:
+        return _numbered(found, "NVTX ranges named like steps ('*step*', 'ProfilerStep#N')")
+    top = outermost(timed).with_columns(pattern=pl.col("name").cast(pl.String).str.replace_all(r"\d+", "#"))
+    counts = top.group_by("pattern").agg(n=pl.len()).filter(pl.col("n") >= 3 * top["pid"].n_unique())
+    if counts.is_empty():
+        return None
+    pattern = counts.sort("n", "pattern", descending=[True, False])["pattern"][0]
+    return _numbered(top.filter(pl.col("pattern") == pattern), f"the repeating top-level NVTX range {pattern!r}")
+
+
+def period(names: Sequence[str]) -> int | None:
+    """The shortest p (at least 2, at most a third of the sequence) with ``names[i] ==
+    names[i + p]`` for nine in ten i; None without one."""
+    n = len(names)
+    for p in range(2, n // 3 + 1):
+        same = sum(names[i] == names[i + p] for i in range(n - p))
+        if same >= 0.9 * (n - p):
+            return p
+    return None
+
+
+def from_kernels(ops: pl.DataFrame) -> pl.DataFrame | None:
+    """Steps from a repeating kernel sequence on each rank's busiest device: each step starts at
+    a kernel that runs once a period (the first such in the sequence) and ends where the next
+    one starts (the last at the device's last operation's end)."""
+    found = []
+    for (pid,), own in ops.filter(pl.col("kind") == "kernel").group_by("pid", maintain_order=True):
+        device = own.group_by("gpu_id").len().sort("len", "gpu_id", descending=[True, False])["gpu_id"][0]
+        seq = own.filter(pl.col("gpu_id") == device).sort("start_ns")
+        names = seq["name"].cast(pl.String).to_list()
+        p = period(names)
+        if p is None:
+            continue
+        counts = seq.group_by("name").len()
+        once = set(counts.filter(pl.col("len") == len(names) // p)["name"].to_list())
+        anchor = next((n for n in names if n in once), None)
+        if anchor is None:
+            continue
+        starts = seq.filter(pl.col("name") == anchor)["start_ns"]
+        last = ops.filter((pl.col("pid") == pid) & (pl.col("gpu_id") == device))["end_ns"].max()
+        ends = [*starts.to_list()[1:], last]
+        found.append(pl.DataFrame({"pid": pid, "name": anchor, "start_ns": starts, "end_ns": ends}))
+    if not found:
+        return None
+    return _numbered(pl.concat(found), "a repeating kernel sequence (no NVTX step ranges)")
+
+
+def clip(intervals: pl.LazyFrame, windows: pl.DataFrame, keep: Sequence[str]) -> pl.LazyFrame:
+    """The part of each interval (``pid``, ``lo``, ``hi``, ``keep``) inside each window of its
+    process (``windows``: ``pid, w, a, b``, disjoint within a process), as ``w, ns``."""
+    starts = windows.lazy().select("pid", "w", "a").sort("a")
+    first = windows.group_by("pid").agg(w0=pl.col("w").min()).lazy()
+    lo = intervals.sort("lo").join_asof(starts, left_on="lo", right_on="a", by="pid", strategy="backward", check_sortedness=False)
+    lo = lo.drop("a").rename({"w": "w_lo"}).with_columns(probe=pl.col("hi") - 1).sort("probe")
+    both = lo.join_asof(starts, left_on="probe", right_on="a", by="pid", strategy="backward", check_sortedness=False).rename(
+        {"w": "w_hi"}
+    )
+    both = both.join(first, on="pid").filter(pl.col("w_hi").is_not_null())
+    spread = both.with_columns(w=pl.int_ranges(pl.coalesce("w_lo", "w0"), pl.col("w_hi") + 1)).explode("w")
+    placed = spread.join(windows.lazy().select("w", "a", "b"), on="w")
+    ns = pl.min_horizontal("hi", "b") - pl.max_horizontal("lo", "a")
+    return placed.select(*keep, "w", ns=ns).filter(pl.col("ns") > 0)
+
+
+def read(trace, by: Sequence[str], *, step: str | None = None) -> pl.LazyFrame:
+    """Each step's figures on each device of its rank (before phases, skew and rates)."""
+    ops = trace.gpu_ops(attributed=True, ranges=False, columns=OP_COLUMNS).collect()
+    ops = ops.with_columns(pl.col(pl.Categorical).cast(pl.String), pl.col("pid").cast(pl.Int64)).filter(
+        pl.col("pid").is_not_null()
+    )
+    ranges = trace.ranges(columns=["pid", "range", "start_ns", "end_ns"]).collect().with_columns(pl.col("pid").cast(pl.Int64))
+    steps = from_ranges(ranges, step)
+    if steps is None and step is None:
+        steps = from_kernels(ops)
+    if steps is None or ops.is_empty():
+        return pl.LazyFrame(schema={c: pl.Int64 for c in ("pid", "gpu_id", "step")})
+    calls = trace.api(columns=["pid", "global_tid", "name", "start_ns", "end_ns"], like=BLOCKING_LIKE).collect()
+    calls = calls.filter(blocking(pl.col("name"))).with_columns(pl.col("pid").cast(pl.Int64))
+    first = pl.concat(
+        [
+            ops.select("pid", t=pl.min_horizontal("start_ns", "api_start_ns")),
+            ranges.select("pid", t="start_ns"),
+            calls.select("pid", t="start_ns"),
+        ]
+    )
+    first = first.group_by("pid").agg(t=pl.col("t").min())
+    setup = steps.filter(pl.col("step") == 1).join(first, on="pid").filter(pl.col("t") < pl.col("start_ns"))
+    setup = setup.select(
+        "pid", step=pl.lit(0, pl.Int64), name=pl.lit("(setup)"), start_ns="t", end_ns="start_ns", source="source"
+    )
+    windows = pl.concat([setup, steps]).sort("pid", "start_ns").with_row_index("w").with_columns(pl.col("w").cast(pl.Int64))
+    windows = windows.rename({"start_ns": "a", "end_ns": "b"})
+    return figures(ops, calls, windows).lazy()
+
+
+def figures(ops: pl.DataFrame, calls: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    lazy = ops.lazy().with_columns(cls=U.op_class(pl.col("kind"), pl.col("name")))
+    parts = []
+    for level, column in enumerate(("l0", "l1", "l2")):
+        pieces = U.union_pieces(lazy, LINE, level, None)
+        parts.append(clip(pieces, windows, ["gpu_id"]).with_columns(what=pl.lit(column)))
+    gaps = classify(gaps_of(lazy, LINE), _sorted_calls(calls))
+    gaps = gaps.select("pid", "gpu_id", lo="gap_start_ns", hi="gap_end_ns", what=pl.lit("idle_") + pl.col("cause") + "_ns")
+    parts.append(clip(gaps, windows, ["gpu_id", "what"]))
+    sums = pl.concat(parts, how="diagonal_relaxed").group_by("w", "gpu_id", "what").agg(pl.col("ns").sum()).collect()
+    wide = sums.pivot(on="what", index=["w", "gpu_id"], values="ns")
+    for column in ("l0", "l1", "l2", *(f"idle_{c}_ns" for c in CAUSES)):
+        if column not in wide.columns:
+            wide = wide.with_columns(pl.lit(0, pl.Int64).alias(column))
+    devices = ops.select("pid", "gpu_id", "gpu_name").unique()
+    rows = windows.join(devices, on="pid").join(wide, on=["w", "gpu_id"], how="left").fill_null(0)
+    blocked = (
+        clip(calls.lazy().select("pid", lo="start_ns", hi="end_ns"), windows, [])
+        .group_by("w")
+        .agg(host_blocked_ns=pl.col("ns").sum())
+    )
+    rows = rows.join(blocked.collect(), on="w", how="left").with_columns(pl.col("host_blocked_ns").fill_null(0))
+    duration = pl.col("b") - pl.col("a")
+    known = pl.sum_horizontal(*(f"idle_{c}_ns" for c in CAUSES))
+    return rows.select(
+        "pid",
+        "gpu_id",
+        "gpu_name",
+        "step",
+        "name",
+        start_ns="a",
+        duration_ns=duration,
+        busy_ns="l2",
+        compute_ns="l0",
+        nccl_exposed_ns=pl.col("l1") - pl.col("l0"),
+        memory_ns=pl.col("l2") - pl.col("l1"),
+        idle_ns=duration - pl.col("l2"),
+        idle_host_ns="idle_host_ns",
+        idle_sync_ns="idle_sync_ns",
+        idle_memory_ns="idle_memory_ns",
+        idle_other_ns=duration - pl.col("l2") - known,
+        host_blocked_ns="host_blocked_ns",
+        source="source",
+    )
+
+
+def _sorted_calls(calls: pl.DataFrame) -> pl.DataFrame:
+    out = calls.select("global_tid", call=pl.col("name").cast(pl.String), call_start_ns="start_ns", call_end_ns="end_ns")
+    return out.sort("call_start_ns", "global_tid", "call_end_ns", "call")
+
+
+def partial(
+    rows: pl.LazyFrame,
+    keys: Sequence[str],
+    *,
+    warmup: float = WARMUP,
+    slow: float = SLOW,
+    flops_per_step: float | None = None,
+    peak_tflops: float | None = None,
+) -> pl.LazyFrame:
+    """The export's steps, carrying the thresholds and the rate's inputs for ``finalize``."""
+    if flops_per_step is not None and peak_tflops is None:
+        names = rows.select("gpu_name").unique().collect().to_series().drop_nulls().to_list()
+        unknown = [n for n in names if peak(n) is None]
+        if unknown:
+            raise UsageError(
+                None,
+                f"no known peak for {unknown[0]!r}, so no MFU",
+                f"give --peak-tflops (known: {', '.join(k for k, _ in PEAKS)})",
+            )
+    if "gpu_name" not in rows.collect_schema().names():
+        return rows
+    peaks = pl.col("gpu_name").map_elements(peak, return_dtype=pl.Float64) if peak_tflops is None else pl.lit(peak_tflops)
+    return rows.with_columns(
+        warmup_x=pl.lit(warmup, pl.Float64),
+        slow_x=pl.lit(slow, pl.Float64),
+        flops=pl.lit(flops_per_step, pl.Float64),
+        peak=peaks,
+    )
+
+
+def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
+    lead = [k for k in keys if k == "file"]
+    schema = partials.collect_schema().names()
+    if "duration_ns" not in schema:
+        return pl.LazyFrame(schema={**dict.fromkeys(lead, pl.String), **dict.fromkeys(COLUMNS, pl.Int64)})
+    rank = [*lead, "pid"]
+    counted = pl.col("step") > 0
+    median = pl.col("duration_ns").filter(counted).median().over(rank)
+    above = counted & (pl.col("duration_ns") > pl.col("warmup_x") * median)
+    per_rank = partials.unique([*rank, "step"]).sort([*rank, "step"])
+    leading = (above | ~counted).cast(pl.Int8).cum_prod().over(rank).cast(pl.Boolean)
+    per_rank = per_rank.with_columns(
+        phase=pl.when(~counted).then(pl.lit("setup")).when(leading).then(pl.lit("warmup")).otherwise(pl.lit("steady"))
+    )
+    steady = pl.col("duration_ns").filter(pl.col("phase") == "steady").median().over(rank)
+    first = pl.col("start_ns").min().over([*lead, "step"])
+    per_rank = per_rank.with_columns(
+        slow=(pl.col("phase") == "steady") & (pl.col("duration_ns") > pl.col("slow_x") * steady),
+        skew_ns=pl.when(counted).then(pl.col("start_ns") - first),
+    ).select(*rank, "step", "phase", "slow", "skew_ns")
+    tflops = pl.when(pl.col("step") > 0).then(pl.col("flops") / pl.col("duration_ns") / 1e3)
+    return (
+        partials.join(per_rank, on=[*rank, "step"], how="left", nulls_equal=True)
+        .with_columns(tflops=tflops)
+        .with_columns(mfu_pct=pl.col("tflops") * 100.0 / pl.col("peak"))
+        .select(*lead, *COLUMNS)
+        .sort([*lead, "pid", "gpu_id", "step"])
+    )
+
+
+def thresholds(warmup: float = WARMUP, slow: float = SLOW) -> str:
+    """The phases' rule in words, for the note under the table."""
+    return (
+        f"warm-up: the leading steps above {warmup:g}x the rank's median step; "
+        f"slow: steady steps above {slow:g}x the steady median"
+    )

@@ -1,0 +1,159 @@
+"""The step table (``report --view steps``): every figure of every step equals plain SQL over
+the export's tables for that step's window, on real captures (the two-rank H200 capture, the
+PyTorch training run, and the NCCL-derived export); the step source and phases."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from nsys_tools.errors import UsageError
+from nsys_tools.run.report import view_table
+
+from .conftest import FIXTURES
+from .nccl_derived import export as nccl_export
+from .torch_train import exports as torch_exports
+
+MULTI = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"
+OPS = """
+    SELECT k.start, k.end, k.deviceId AS dev, (k.globalPid >> 24) & 16777215 AS pid,
+           CASE WHEN lower(substr(s.value, 1, 4)) = 'nccl' THEN 1 ELSE 0 END AS cls
+    FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName
+    UNION ALL SELECT start, end, deviceId, (globalPid >> 24) & 16777215, 2 FROM CUPTI_ACTIVITY_KIND_MEMCPY
+    UNION ALL SELECT start, end, deviceId, (globalPid >> 24) & 16777215, 2 FROM CUPTI_ACTIVITY_KIND_MEMSET"""
+
+
+def union_ns(con: sqlite3.Connection, pid: int, dev: int, a: int, b: int, classes: tuple[int, ...]) -> int:
+    """The length of the union of the process's operations of ``classes`` on the device, within [a, b)."""
+    sql = f"""
+        WITH o AS (SELECT max(start, :a) AS s, min(end, :b) AS e FROM ({OPS})
+                   WHERE pid = :pid AND dev = :dev AND cls IN ({",".join(map(str, classes))}) AND start < :b AND end > :a),
+        r AS (SELECT s, e, max(e) OVER (ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev FROM o)
+        SELECT coalesce(sum(max(0, e - max(s, coalesce(prev, s)))), 0) FROM r"""
+    return con.execute(sql, {"a": a, "b": b, "pid": pid, "dev": dev}).fetchone()[0]
+
+
+def blocked_ns(con: sqlite3.Connection, pid: int, a: int, b: int) -> int:
+    sql = """
+        SELECT coalesce(sum(min(r.end, :b) - max(r.start, :a)), 0)
+        FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+        WHERE (r.globalTid >> 24) & 16777215 = :pid AND r.start < :b AND r.end > :a
+          AND (s.value GLOB '*Synchronize*' OR ((s.value GLOB 'cuMem[cs][pe][yt]*' OR s.value GLOB 'cudaMem[cs][pe][yt]*')
+               AND s.value NOT GLOB '*Async*'))"""
+    return con.execute(sql, {"a": a, "b": b, "pid": pid}).fetchone()[0]
+
+
+def check_against_sql(export: Path, table) -> int:
+    con = sqlite3.connect(export)
+    for row in table.iter_rows(named=True):
+        a, b, pid, dev = row["start_ns"], row["start_ns"] + row["duration_ns"], row["pid"], row["gpu_id"]
+        compute = union_ns(con, pid, dev, a, b, (0,))
+        with_nccl = union_ns(con, pid, dev, a, b, (0, 1))
+        busy = union_ns(con, pid, dev, a, b, (0, 1, 2))
+        where = f"pid {pid} GPU {dev} step {row['step']}"
+        assert row["compute_ns"] == compute, where
+        assert row["nccl_exposed_ns"] == with_nccl - compute, where
+        assert row["memory_ns"] == busy - with_nccl, where
+        assert row["busy_ns"] == busy, where
+        assert row["idle_ns"] == row["duration_ns"] - busy, where
+        assert row["host_blocked_ns"] == blocked_ns(con, pid, a, b), where
+        causes = row["idle_host_ns"] + row["idle_sync_ns"] + row["idle_memory_ns"] + row["idle_other_ns"]
+        assert causes == row["idle_ns"] and min(row[f"idle_{c}_ns"] for c in ("host", "sync", "memory", "other")) >= 0
+    con.close()
+    return table.height
+
+
+def step_ranges(export: Path, like: str) -> list[tuple[int, int, int]]:
+    con = sqlite3.connect(export)
+    rows = con.execute(
+        "SELECT (n.globalTid >> 24) & 16777215, n.start, n.end FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+        "WHERE coalesce(n.text, s.value) LIKE ? ORDER BY 1, 2",
+        (like,),
+    ).fetchall()
+    con.close()
+    return rows
+
+
+def test_two_ranks_each_step_equals_sql():
+    table = view_table([MULTI], "steps")
+    assert check_against_sql(MULTI, table) == 10  # 2 ranks x (setup + 4 steps)
+    steps = table.filter(table["step"] > 0)
+    assert [(r["pid"], r["start_ns"], r["start_ns"] + r["duration_ns"]) for r in steps.iter_rows(named=True)] == step_ranges(
+        MULTI, "step=%"
+    )
+    # a rank's n-th step is its own: step=k of each process, skew from the earliest rank's step start
+    for step in range(1, 5):
+        both = steps.filter(steps["step"] == step)
+        assert sorted(both["name"].to_list()) == [f"step={step - 1}"] * 2
+        assert both["skew_ns"].min() == 0 and both["skew_ns"].max() == both["start_ns"].max() - both["start_ns"].min()
+    # the first step (250 ms against ~1.5 ms) is warm-up, the setup before it is its own row
+    assert table.filter(table["step"] == 1)["phase"].to_list() == ["warmup", "warmup"]
+    assert table.filter(table["step"] == 0)["phase"].to_list() == ["setup", "setup"]
+    assert set(steps.filter(steps["step"] > 1)["phase"]) == {"steady"}
+    assert set(table["source"]) == {"NVTX ranges named like steps ('*step*', 'ProfilerStep#N')"}
+
+
+def test_nccl_exposed_equals_sql(tmp_path):
+    export = nccl_export(tmp_path)
+    table = view_table([export], "steps")
+    assert check_against_sql(export, table) == 10
+    assert table["nccl_exposed_ns"].sum() > 0
+
+
+@pytest.mark.slow
+def test_training_run_steps_equal_sql_and_slow_steps_are_the_sleeping_ones(tmp_path):
+    export = torch_exports(tmp_path)["a"]
+    table = view_table([export], "steps")
+    assert check_against_sql(export, table) == 25
+    steps = table.filter(table["step"] > 0)
+    # the outermost ranges named like steps: 'step <i>', not the 'Optimizer.step' ranges inside them
+    assert steps["name"].to_list() == [f"step {i}" for i in range(24)]
+    # steps 1, 4, 7, ... sleep 2 ms before their forward pass: the slow steps are among them
+    slow = steps.filter(steps["slow"])["name"].to_list()
+    assert slow and all(int(n.split()[1]) % 3 == 1 for n in slow)
+
+
+def test_fallbacks_a_repeating_top_level_range_then_kernels(tmp_path):
+    renamed = shutil.copyfile(MULTI, tmp_path / "iter.sqlite")
+    con = sqlite3.connect(renamed)
+    with con:
+        con.execute("UPDATE StringIds SET value = replace(value, 'step=', 'iter=') WHERE value LIKE 'step=%'")
+        con.execute("UPDATE NVTX_EVENTS SET text = replace(text, 'step=', 'iter=') WHERE text LIKE 'step=%'")
+    con.close()
+    table = view_table([renamed], "steps")
+    assert set(table["source"]) == {"the repeating top-level NVTX range 'iter=#'"}
+    assert check_against_sql(renamed, table) == 10
+    bare = shutil.copyfile(MULTI, tmp_path / "bare.sqlite")
+    con = sqlite3.connect(bare)
+    with con:
+        con.execute("DELETE FROM NVTX_EVENTS")
+    con.close()
+    table = view_table([bare], "steps")
+    assert set(table["source"]) == {"a repeating kernel sequence (no NVTX step ranges)"}
+    # the sequence repeats every 9 kernels after the first one: 4 steps per rank, each on its own
+    assert table.filter(table["step"] > 0).group_by("pid").len()["len"].to_list() == [4, 4]
+    check_against_sql(bare, table)
+
+
+def test_given_glob_thresholds_and_mfu():
+    table = view_table([MULTI], "steps", step="forward", warmup=1000.0, slow=1.1, flops_per_step=1e12)
+    assert set(table.filter(table["step"] > 0)["name"]) == {"forward"}
+    assert "warmup" not in set(table["phase"])  # nothing takes 1000x the median
+    row = table.filter(table["step"] == 2).row(0, named=True)
+    assert row["tflops"] == pytest.approx(1e12 / row["duration_ns"] / 1e3)
+    assert row["mfu_pct"] == pytest.approx(100 * row["tflops"] / 989.4)  # the H200's dense BF16 peak
+    own = view_table([MULTI], "steps", flops_per_step=1e12, peak_tflops=100.0).filter(table["step"] == 2).row(0, named=True)
+    assert own["mfu_pct"] == pytest.approx(own["tflops"])
+
+
+def test_mfu_refuses_an_unknown_gpu(tmp_path):
+    other = shutil.copyfile(MULTI, tmp_path / "other.sqlite")
+    con = sqlite3.connect(other)
+    with con:
+        con.execute("UPDATE TARGET_INFO_GPU SET name = 'Mystery GPU'")
+    con.close()
+    with pytest.raises(UsageError, match="no known peak for 'Mystery GPU'"):
+        view_table([other], "steps", flops_per_step=1e12)
