@@ -162,6 +162,30 @@ def build(source: Path, export: Path, kernels: int, kernels0: int, progress=prin
         replicate(source, export, max(0, round(kernels / kernels0) - 1))
 
 
+def nsys_stats_cmd(nsys: str | Path, export: Path, prefix: Path) -> list[str]:
+    """``nsys stats``' kernel summary per NVTX range of ``export``, as CSV into ``nsys_stats_output(prefix)``."""
+    absolute = os.path.abspath  # a file name never reads as an option
+    report = "cuda_gpu_kern_sum:nvtx-name"
+    return [
+        str(nsys),
+        "stats",
+        "--report",
+        report,
+        "--format",
+        "csv",
+        "--force-export",
+        "false",
+        "-o",
+        absolute(prefix),
+        absolute(export),
+    ]
+
+
+def nsys_stats_output(prefix: Path) -> Path:
+    """Where ``nsys_stats_cmd`` writes: nsys names it ``<prefix>_cuda_gpu_kern_sum_nvtx-name.csv``."""
+    return prefix.with_name(prefix.name + "_cuda_gpu_kern_sum_nvtx-name.csv")
+
+
 def compare(ours_csv: Path, ref_csv: Path, nsys_format: bool) -> int:
     """Rows of (range, kernel) on which the two reports disagree (0 when they agree)."""
     ours = pl.read_csv(ours_csv, schema_overrides={"range": pl.String}).with_columns(pl.col("range").fill_null(""))
@@ -228,19 +252,7 @@ def run(
             continue
         if nsys_exe:
             tool = "nsys stats cuda_gpu_kern_sum:nvtx-name"
-            cmd = [
-                nsys_exe,
-                "stats",
-                "--report",
-                "cuda_gpu_kern_sum:nvtx-name",
-                "--format",
-                "csv",
-                "--force-export",
-                "false",
-                "-o",
-                os.path.abspath(ref_csv.with_suffix("")),  # absolute: a file name never reads as an option
-                os.path.abspath(export),
-            ]
+            cmd = nsys_stats_cmd(nsys_exe, export, ref_csv.with_suffix(""))
         else:
             tool = "sqlite3 SQL baseline"
             cmd = [
@@ -252,9 +264,8 @@ def run(
         progress(f"{export.name}: {tool}")
         t = time.perf_counter()
         r = measure(cmd, cpus)
-        if nsys_exe:  # nsys names its output <prefix>_cuda_gpu_kern_sum_nvtx-name.csv
-            produced = ref_csv.with_name(ref_csv.stem + "_cuda_gpu_kern_sum_nvtx-name.csv")
-            produced.replace(ref_csv)
+        if nsys_exe:
+            nsys_stats_output(ref_csv.with_suffix("")).replace(ref_csv)
         rows.append(
             {
                 **base,
