@@ -278,7 +278,8 @@ def test_scheduler_and_bench_usage_errors_exit_2(args, message):
 
 @pytest.mark.slow
 def test_report_on_a_local_dask_cluster_equals_the_local_report():
-    args = ["report", str(NEW), str(FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2024.2.sqlite"), "-f", "csv"]
+    two = [str(NEW), str(FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2024.2.sqlite")]
+    args = ["report", *two, "--merge", "-f", "csv"]  # two captures, read as one on purpose
     local = runner.invoke(app, args)
     on_dask = runner.invoke(app, [*args, "--scheduler", "local:2"])
     assert on_dask.exit_code == 0 and on_dask.stdout == local.stdout and "triton/4096x768" in local.stdout

@@ -71,6 +71,14 @@ WithinOption = Annotated[
 ]
 
 
+MergeOption = Annotated[
+    bool,
+    typer.Option(
+        "--merge", help="Read exports of separate runs (captures that do not overlap in time) as one run; default: refuse."
+    ),
+]
+
+
 SkipFirstOption = Annotated[
     int, typer.Option("--skip-first", min=0, help="Drop the first N instances of the step range (--within's, else *step*).")
 ]

@@ -26,6 +26,7 @@ from .app import (
 )
 from .options import (
     FromOption,
+    MergeOption,
     Names,
     Nesting,
     ReexportOption,
@@ -87,6 +88,7 @@ def report(
     per_file: Annotated[
         bool, typer.Option("--per-file", help="With several exports, one row per file instead of aggregating.")
     ] = False,
+    merge: MergeOption = False,
     view: Annotated[
         View,
         typer.Option(
@@ -364,8 +366,13 @@ def report(
 
         skipped: list = []
         counted: dict = {}
+        notes: list[str] = []
         files = expand_inputs(inputs, skipped, reexport=reexport)
         _skipped(skipped, strict)
+        if not (merge or per_file):
+            from ..read.sessions import one_run
+
+            one_run(files, inputs, nsys)
         _stale_notes(files)
         target = _output(output, _read_by(files))
         options = {
@@ -397,8 +404,11 @@ def report(
                 failures=failures if len(files) > 1 else None,
                 reexport=reexport,
                 accounting=None if view is View.api else counted,
+                notes=notes,
                 **options,
             )
+        for line in notes:
+            stderr.print(f"Note: {line}", markup=False)
         if len(failures) == len(files):
             _fail(failures, f"none of the {len(files)} exports could be read")
         _accounting_notes(counted)
@@ -457,16 +467,18 @@ def summary(
     time_to: ToOption = None,
     within: WithinOption = None,
     skip_first: SkipFirstOption = 0,
+    merge: MergeOption = False,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """One markdown screen for a whole run: devices with utilization, what to look at first,
-    idle time by cause, top kernels and ranges, NCCL exposed time. Fits an issue comment."""
+    idle time by cause, top kernels and ranges, NCCL exposed time. Fits an issue comment.
+    Exports of several runs (captures that do not overlap in time) get one section per run."""
     from ..read.inputs import expand_inputs
     from ..study.summary import summary as compose
 
     window, _ = _window(time_from, time_to, within, skip_first, None)
     target = _output(output, _read_by(expand_inputs(paths)))
-    _write(compose(paths, window=window), target)
+    _write(compose(paths, window=window, merge=merge), target)
 
 
 def _min_gap_ns(min_gap: float) -> int:

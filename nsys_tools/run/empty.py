@@ -16,7 +16,8 @@ from pathlib import Path
 
 from ..files import shown
 from ..read import schema as S
-from ..read.export import open_export, reading
+from ..read.export import reading
+from ..read.sessions import extent
 
 # The views that read steps, and the glob they read them by.
 STEP_VIEWS = ("overlap", "stragglers")
@@ -31,22 +32,6 @@ def seconds(lo: int, hi: int) -> str:
         if a != b:
             break
     return f"{a}–{b} s"
-
-
-def extent(path: Path, nsys=None) -> tuple[int, int, int] | None:
-    """The first start and last end of an export's GPU operations, and how many there are
-    (None where it has none)."""
-    with reading(path):
-        ex = open_export(path, nsys)
-        tables = [t for t in (S.KERNEL, S.MEMCPY, S.MEMSET) if ex.has(t)]
-        if not tables:
-            return None
-        sql = " UNION ALL ".join(f'SELECT MIN("start"), MAX("end"), COUNT(*) FROM {t}' for t in tables)
-        with ex.connect() as con:
-            rows = [r for r in con.execute(sql).fetchall() if r[2]]
-    if not rows:
-        return None
-    return min(r[0] for r in rows), max(r[1] for r in rows), sum(r[2] for r in rows)
 
 
 def _ranges(path: Path, nsys=None) -> list[tuple[str, int]]:

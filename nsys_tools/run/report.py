@@ -76,6 +76,7 @@ def view_table(
     failures: list[NsysToolsError] | None = None,
     reexport: bool = False,
     accounting: dict[Path, pl.DataFrame] | None = None,
+    notes: list[str] | None = None,
     **options,
 ) -> pl.DataFrame:
     """The ``view`` table (``nsys_tools.views``) over ``paths`` (files or folders of exports).
@@ -91,19 +92,36 @@ def view_table(
     read through the report (exported again when the report is newer), not as given. With an
     ``accounting`` dict, each export read gets its ``read.accounted.accounting`` there (path ->
     frame; ``read.accounted.note`` says it in a line), counted in the pass that makes its table.
+    Rows by device over several exports where one GPU id is in more than one of them (every node
+    of a multi-node job has a GPU 0) are kept apart per export, as ``per_file`` does, and a line
+    saying so goes to ``notes``.
     """
     views.get(view)  # an unknown view fails before any export is read
     files = expand_inputs(paths, reexport=reexport)
     by_cols = tuple(views.by_columns(by))
-    keys = [*(["file"] if per_file else []), *by_cols]
     account = accounting is not None
-    read = partial(_per_file, view=view, by=by_cols, per_file=per_file, nsys=nsys, options=options, account=account)
+    # Rows by device over several exports: each part names its export, so that one GPU id in
+    # two exports (every node of a multi-node job has a GPU 0) stays two devices.
+    named = per_file or ("gpu_id" in by_cols and len(files) > 1)
+    read = partial(_per_file, view=view, by=by_cols, per_file=named, nsys=nsys, options=options, account=account)
     results = (engine or Local()).map(read, files, progress, keep_going=failures is not None)
     parts = [r[0] for r in results if not isinstance(r, NsysToolsError)]
     if account:
         accounting.update((f, r[1]) for f, r in zip(files, results, strict=True) if not isinstance(r, NsysToolsError))
     if failures is not None:
         failures.extend(r for r in results if isinstance(r, NsysToolsError))
+    shared = shared_devices(parts) if named and not per_file else {}
+    if named and not per_file and not shared:
+        parts = [p.drop("file") for p in parts]
+    if shared and notes is not None:
+        notes.append(
+            "; ".join(
+                f"GPU {gpu} is in {len(where)} exports ({', '.join(Path(f).name for f in where)})"
+                for gpu, where in shared.items()
+            )
+            + ": rows by device are kept apart per export (the file column)"
+        )
+    keys = [*(["file"] if per_file or shared else []), *by_cols]
     if not parts:  # every export failed: an empty table of the view's columns
         return views.empty(view, keys)
     try:
@@ -123,6 +141,20 @@ def view_table(
         if glob:
             frame = frame.filter(pl.col(column).str.contains(glob_regex(glob)))
     return frame
+
+
+def shared_devices(parts: Sequence[pl.DataFrame]) -> dict[int, list[str]]:
+    """The GPU ids found in the partial tables of more than one export (``file`` column), with
+    those exports in order."""
+    seen: dict[int, list[str]] = {}
+    for part in parts:
+        if "gpu_id" not in part.columns or part.is_empty():
+            continue
+        for gpu, where in part.select("gpu_id", "file").unique(maintain_order=True).drop_nulls("gpu_id").iter_rows():
+            seen.setdefault(gpu, [])
+            if where not in seen[gpu]:
+                seen[gpu].append(where)
+    return {gpu: where for gpu, where in sorted(seen.items()) if len(where) > 1}
 
 
 def kernel_summary(paths: Sequence[str | Path], **kw) -> pl.DataFrame:

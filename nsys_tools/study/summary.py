@@ -62,6 +62,18 @@ def tables(paths: Sequence[str | Path], *, window=None, engine=None) -> dict[str
     }
 
 
+def device(row: dict) -> str:
+    """A device's label: its GPU id and name, led by its export where one GPU id is in several
+    exports of the run (``run.report.view_table`` keeps them apart by ``file``)."""
+    where = f"{Path(row['file']).name} " if row.get("file") else ""
+    return f"{where}{row['gpu_id']} {row['gpu_name'] or ''}".strip()
+
+
+def gpu(row: dict) -> str:
+    """``GPU <id>``, led by its export where the run keeps devices apart per export."""
+    return (f"{Path(row['file']).name} " if row.get("file") else "") + f"GPU {row['gpu_id']}"
+
+
 def findings(t: dict[str, pl.DataFrame]) -> list[Finding]:
     """Everything worth a look, each with the time it accounts for, largest first."""
     from ..render.tables import escape, shorten
@@ -99,12 +111,31 @@ def findings(t: dict[str, pl.DataFrame]) -> list[Finding]:
     return sorted(out, key=lambda f: -f.ns)
 
 
-def summary(paths: Sequence[str | Path], *, window=None, engine=None) -> str:
-    """The markdown summary of the run in ``paths`` (exports or folders of them)."""
+def summary(paths: Sequence[str | Path], *, window=None, engine=None, merge: bool = False) -> str:
+    """The markdown summary of the run in ``paths`` (exports or folders of them); exports of
+    several runs (``read.sessions.runs``: captures that do not overlap in time) get one section
+    each, unless ``merge`` reads them as one."""
     from ..read.inputs import expand_inputs
-    from ..render.tables import shorten
+    from ..read.sessions import runs
 
     files = expand_inputs(paths)
+    groups = [files] if merge else runs(files)
+    if len(groups) == 1:
+        return run_summary(files, window=window, engine=engine)
+    head = [
+        f"## {len(groups)} runs",
+        "",
+        f"These {len(files)} exports are {len(groups)} separate runs (their captures do not overlap in time), "
+        "one section each; `nsys-tools compare BASE NEW` compares two of them, `--merge` reads them as one.",
+        "",
+    ]
+    return "\n".join(head + [run_summary(g, window=window, engine=engine) for g in groups])
+
+
+def run_summary(files: Sequence[Path], *, window=None, engine=None) -> str:
+    """The markdown summary of one run: ``files``, its exports."""
+    from ..render.tables import shorten
+
     t = tables(files, window=window, engine=engine)
     util, idle = t["utilization"], t["idle"]
     where = f"{len(files)} exports" if len(files) > 1 else f"`{files[0].name}`"
@@ -121,7 +152,7 @@ def summary(paths: Sequence[str | Path], *, window=None, engine=None) -> str:
         ["GPU", "span", "busy", "compute", "NCCL exposed", "memory", "idle"],
         [
             (
-                f"{r['gpu_id']} {r['gpu_name'] or ''}".strip(),
+                device(r),
                 _ms(r["span_ns"]),
                 _pct(r["busy_pct"]),
                 _pct(r["compute_pct"]),
@@ -190,7 +221,7 @@ def _nccl(util: pl.DataFrame, overlap: pl.DataFrame) -> str:
     if not comm:
         return f"none: {text}"
     devices = util.filter(pl.col("communication_ns") > 0)
-    text += "; per device: " + ", ".join(f"GPU {r['gpu_id']} {_ms(r['communication_ns'])}" for r in devices.iter_rows(named=True))
+    text += "; per device: " + ", ".join(f"{gpu(r)} {_ms(r['communication_ns'])}" for r in devices.iter_rows(named=True))
     steps = overlap.filter(pl.col("step").is_not_null() & (pl.col("exposed_ns") > 0))
     if steps.height:
         worst = steps.sort("exposed_ns", "gpu_id", descending=[True, False]).row(0, named=True)
