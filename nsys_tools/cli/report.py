@@ -140,7 +140,7 @@ def report(
     slow: Annotated[
         Optional[float],
         typer.Option(
-            min=1, help="--view steps: steady steps above this many times the steady median are slow (1.25).", show_default=False
+            min=1, help="--view steps: steady steps above this many times the steady median are slow (1.15).", show_default=False
         ),
     ] = None,
     flops_per_step: Annotated[

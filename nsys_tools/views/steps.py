@@ -21,7 +21,7 @@ last); ``host_blocked_ns``, the time the rank's threads spent in blocking calls
 the step started than the earliest rank's step of that number.
 
 **Phases.** ``warmup``: the leading steps that took more than ``warmup`` times (1.5) the rank's
-median step; the rest are ``steady``; a steady step taking more than ``slow`` times (1.25) the
+median step; the rest are ``steady``; a steady step taking more than ``slow`` times (1.15) the
 steady median is ``slow``. With ``flops_per_step`` (per rank), ``tflops`` is the achieved rate and
 ``mfu_pct`` its share of the GPU's peak (``peak_tflops``, or the dense BF16 datasheet peak of a known
 GPU: ``PEAKS``); a GPU without a known peak is refused rather than guessed.
@@ -70,7 +70,7 @@ COLUMNS = (
     "mfu_pct",
     "source",
 )
-WARMUP, SLOW = 1.5, 1.25
+WARMUP, SLOW = 1.5, 1.15
 # Dense BF16/FP16 tensor-core peaks, TFLOP/s, from NVIDIA's datasheets; the first name held wins.
 PEAKS = (
     ("H100 PCIe", 756.0),

@@ -1,0 +1,75 @@
+"""Launch-bound stretches: steady steps in which the GPU sat idle with nothing queued (``steps``'
+``idle_host_ns``: the next operation's launch call had not returned when the device went idle)
+for more than ``share`` percent (25 unless given) of the step, and how many of the rank's kernels
+ran shorter than the call that launched them."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from . import Finding, Rule
+
+RULE = Rule("launch_bound", "the GPU waits for the host to queue work")
+
+OPTIONS = {"share": (float, 25.0, "the percentage of a step the GPU waits on the host above which the step is launch-bound")}
+ADVICE = (
+    "Queue more work per launch: CUDA graphs (torch.compile mode='reduce-overhead'), fused "
+    "kernels, larger batches; keep the host loop free of Python overhead."
+)
+
+
+def rows(run, *, share: float = 25.0, **options) -> pl.DataFrame:
+    steps = run.steps.filter(pl.col("phase") == "steady")
+    bound = steps.filter(pl.col("idle_host_ns") * 100.0 > share * pl.col("duration_ns"))
+    table = bound.group_by("pid", "gpu_id").agg(
+        steps=pl.col("step").sort(),
+        waited_ns=pl.col("idle_host_ns").sum(),
+        step_ns=pl.col("duration_ns").sum(),
+        first_ns=pl.col("start_ns").min(),
+        last_ns=(pl.col("start_ns") + pl.col("duration_ns")).max(),
+    )
+    return table.join(short_kernels(run), on=["pid", "gpu_id"], how="left").sort("pid", "gpu_id")
+
+
+def short_kernels(run) -> pl.DataFrame:
+    """Per rank and device: kernels, and those that ran shorter than their launch call."""
+    from ..read.trace import Trace
+
+    parts = []
+    for ex in run.exports:
+        ops = Trace(ex).gpu_ops(
+            attributed=True,
+            ranges=False,
+            kinds=["kernel"],
+            columns=["pid", "gpu_id", "start_ns", "end_ns", "api_start_ns", "api_end_ns"],
+        )
+        shorter = (pl.col("end_ns") - pl.col("start_ns")) < (pl.col("api_end_ns") - pl.col("api_start_ns"))
+        parts.append(ops.group_by("pid", "gpu_id").agg(kernels=pl.len(), shorter_than_launch=shorter.sum()).collect())
+    return pl.concat(parts).with_columns(pl.col("pid").cast(pl.Int64), pl.col("gpu_id").cast(pl.Int64))
+
+
+def findings(run, table: pl.DataFrame, **options) -> list[Finding]:
+    out = []
+    for r in table.iter_rows(named=True):
+        n = len(r["steps"])
+        short = (
+            f"; {r['shorter_than_launch']} of its {r['kernels']} kernels ran shorter than their launch call"
+            if r["kernels"]
+            else ""
+        )
+        out.append(
+            Finding(
+                RULE.name,
+                f"GPU {r['gpu_id']} (rank {r['pid']}) waited on the host with nothing queued for {r['waited_ns'] / 1e6:,.2f} ms "
+                f"in {n} steady step{'s' if n > 1 else ''} ({100 * r['waited_ns'] / r['step_ns']:.0f}% of them){short}",
+                r["waited_ns"],
+                device=r["gpu_id"],
+                rank=r["pid"],
+                steps=r["steps"],
+                start_ns=r["first_ns"],
+                end_ns=r["last_ns"],
+                evidence=[r],
+                advice=ADVICE,
+            )
+        )
+    return out

@@ -1,0 +1,186 @@
+"""The rules beyond nsys analyze's, each against plain SQL over a real export (the two-rank H200
+capture, the PyTorch training run, the NCCL-derived export, the three LayerNorm implementations)."""
+
+from __future__ import annotations
+
+import sqlite3
+import statistics
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from nsys_tools.rules import REGISTRY, diagnose, spec
+from nsys_tools.rules.context import Run
+
+from .conftest import FIXTURES
+from .nccl_derived import export as nccl_export
+from .test_steps import union_ns
+from .torch_train import exports as torch_exports
+
+MULTI = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"
+LAYERNORM = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
+
+
+def sql(export: Path, query: str, *args) -> list[tuple]:
+    con = sqlite3.connect(export)
+    try:
+        return con.execute(query, args).fetchall()
+    finally:
+        con.close()
+
+
+def ranges(export: Path, like: str) -> dict[int, list[tuple[int, int]]]:
+    """(start, end) of the NVTX ranges whose text is LIKE ``like``, per process, in order."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    rows = sql(
+        export,
+        "SELECT (n.globalTid >> 24) & 16777215, n.start, n.end FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+        "WHERE coalesce(n.text, s.value) LIKE ? ORDER BY 1, 2",
+        like,
+    )
+    for pid, a, b in rows:
+        out.setdefault(pid, []).append((a, b))
+    return out
+
+
+def rows_of(run: Run, name: str, **options) -> pl.DataFrame:
+    rule = spec(name)
+    defaults = {k: d for k, (_, d, _) in rule.options.items()}
+    return rule.load().rows(run, **{**defaults, **options})
+
+
+@pytest.fixture(scope="module")
+def torch_a(tmp_path_factory) -> Path:
+    return torch_exports(tmp_path_factory.mktemp("torch"))["a"]
+
+
+def test_every_rule_is_one_file_that_declares_itself():
+    assert {p.stem for p in Path(spec("setup").load().__file__).parent.glob("*.py")} >= set(REGISTRY)
+    beyond = {n for n, r in REGISTRY.items() if not r.twin}
+    assert beyond == {
+        "setup", "slow_steps", "copies", "sync_every_step", "launch_bound", "exposed_nccl", "straggler", "step_variance",
+        "slow_sibling",
+    }  # fmt: skip
+
+
+def test_setup_is_the_time_before_the_first_step_and_the_first_steps_excess():
+    run = Run([MULTI])
+    found = {f.rank: f for f in diagnose(run, ["setup"])}
+    for pid, steps in ranges(MULTI, "step=%").items():
+        first = sql(
+            MULTI,
+            "SELECT min(t) FROM ("
+            " SELECT start AS t FROM NVTX_EVENTS WHERE (globalTid >> 24) & 16777215 = ?1"
+            " UNION ALL SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE (globalPid >> 24) & 16777215 = ?1"
+            " UNION ALL SELECT start FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE (globalPid >> 24) & 16777215 = ?1"
+            " UNION ALL SELECT start FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE (globalPid >> 24) & 16777215 = ?1"
+            " UNION ALL SELECT r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN CUPTI_ACTIVITY_KIND_KERNEL k"
+            "  ON k.correlationId = r.correlationId AND k.globalPid >> 24 = r.globalTid >> 24"
+            "  WHERE (r.globalTid >> 24) & 16777215 = ?1)",
+            pid,
+        )[0][0]
+        durations = [b - a for a, b in steps]
+        setup = steps[0][0] - first
+        warm = durations[0] - statistics.median(durations[1:])  # the first step, 250 ms against ~1.5 ms
+        assert found[pid].time_ns == setup + int(warm)
+        assert found[pid].steps == [0, 1]
+
+
+def test_slow_steps_are_the_sleeping_steps_and_their_cause_is_the_host(torch_a):
+    run = Run([torch_a])
+    durations = [b - a for a, b in ranges(torch_a, "step %")[669]]
+    median = statistics.median(durations)
+    slow = [i + 1 for i, d in enumerate(durations) if d > 1.15 * median]
+    (found,) = diagnose(run, ["slow_steps"])
+    assert found.steps == slow and found.time_ns == sum(int(durations[i - 1] - median) for i in slow)
+    # every slow step is one that sleeps 2 ms on the host (steps 1, 4, 7, ... of the loop: 'step <i>', i % 3 == 1)
+    assert all((i - 1) % 3 == 1 for i in slow) and "waited for the host" in found.title
+
+
+def test_step_variance_equals_the_spread_of_the_step_ranges(torch_a):
+    durations = [b - a for a, b in ranges(torch_a, "step %")[669]]
+    (row,) = rows_of(Run([torch_a]), "step_variance").iter_rows(named=True)
+    assert row["cv_pct"] == pytest.approx(100 * statistics.stdev(durations) / statistics.mean(durations))
+    median = statistics.median(durations)
+    assert row["above_ns"] == int(sum(max(0, d - median) for d in durations))
+
+
+def test_sync_every_step_counts_the_steps_holding_a_synchronization(torch_a):
+    steps = ranges(torch_a, "step %")[669]
+    syncs = sql(
+        torch_a,
+        "SELECT r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+        "WHERE s.value LIKE '%Synchronize%'",
+    )
+    holding = sum(any(s < b and e > a for s, e in syncs) for a, b in steps)
+    (row,) = rows_of(Run([torch_a]), "sync_every_step").iter_rows(named=True)
+    assert (row["steps"], row["blocking_steps"]) == (len(steps), holding) == (24, 24)
+    assert [f.rule for f in diagnose(Run([torch_a]), ["sync_every_step"])] == ["sync_every_step"]
+
+
+def test_exposed_nccl_equals_the_unions_in_sql(tmp_path):
+    export = nccl_export(tmp_path)
+    run = Run([export])
+    table = rows_of(run, "exposed_nccl")
+    con = sqlite3.connect(export)
+    for row in table.iter_rows(named=True):
+        steady = run.steps.filter((pl.col("pid") == row["pid"]) & (pl.col("phase") == "steady"))
+        want = 0
+        for s in steady.iter_rows(named=True):
+            a, b = s["start_ns"], s["start_ns"] + s["duration_ns"]
+            want += union_ns(con, row["pid"], row["gpu_id"], a, b, (0, 1)) - union_ns(con, row["pid"], row["gpu_id"], a, b, (0,))
+        assert row["exposed_ns"] == want > 0
+    con.close()
+    assert {f.device for f in diagnose(run, ["exposed_nccl"])} == {0, 1}
+
+
+def test_straggler_is_the_rank_slowest_in_most_steps():
+    steps = ranges(MULTI, "step=%")
+    per_step = list(zip(*([b - a for a, b in s] for s in steps.values()), strict=True))[1:]  # step 1 is warm-up
+    pids = list(steps)
+    behind = [max(d) - statistics.median(d) for d in per_step]
+    slowest = [pids[d.index(max(d))] for d in per_step]
+    (found,) = diagnose(Run([MULTI]), ["straggler"])
+    assert slowest == [found.rank] * 3 and found.time_ns == sum(int(x) for x in behind)
+
+
+def test_launch_bound_counts_kernels_shorter_than_their_launch_call():
+    table = rows_of(Run([MULTI]), "launch_bound")
+    for row in table.iter_rows(named=True):
+        (short,) = sql(
+            MULTI,
+            "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r"
+            " ON r.correlationId = k.correlationId AND r.globalTid >> 24 = k.globalPid >> 24"
+            " WHERE (k.globalPid >> 24) & 16777215 = ? AND k.end - k.start < r.end - r.start",
+            row["pid"],
+        )[0]
+        assert row["shorter_than_launch"] == short and row["kernels"] == 39
+        steps = Run([MULTI]).steps.filter((pl.col("pid") == row["pid"]) & (pl.col("phase") == "steady"))
+        assert row["waited_ns"] == steps.filter(pl.col("idle_host_ns") * 4 > pl.col("duration_ns"))["idle_host_ns"].sum()
+
+
+def test_copies_sum_bytes_and_time_per_direction():
+    table = rows_of(Run([MULTI]), "copies")
+    want = sql(
+        MULTI,
+        "SELECT (m.globalPid >> 24) & 16777215, m.deviceId, e.label, count(*), sum(m.bytes), sum(m.end - m.start),"
+        " sum(m.srcKind = 0 OR m.dstKind = 0) FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN ENUM_CUDA_MEMCPY_OPER e ON e.id = m.copyKind"
+        " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+    )
+    got = table.select("pid", "gpu_id", "copy_kind", "copies", "bytes", "time_ns", "pageable").rows()
+    assert [(p, g, k.replace("-", "").lower(), *rest) for p, g, k, *rest in got] == [
+        (p, g, k.replace("-", "").replace(" ", "").lower(), *rest) for p, g, k, *rest in want
+    ]
+    found = diagnose(Run([MULTI]), ["copies"])
+    assert [f.kernel for f in found] == ["[CUDA memcpy Host-to-Device]"] * 2
+    assert all("PCIe Gen5 x16" in f.title and "4 of the 8 from or to pageable memory" in f.title for f in found)
+
+
+def test_slow_sibling_against_nsys_stats_kernel_totals():
+    """torch's LayerNorm at 4096x768 against triton's: nsys stats' kernel totals in those ranges."""
+    reference = pl.read_csv(FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.nsys-stats-kern-nvtx.csv")
+    total = {n.split("/")[0]: t for n, t in reference.select("Name", "Total Time (ns)").rows() if "/4096x768/" in n}
+    (found,) = diagnose(Run([LAYERNORM]), ["slow_sibling"])
+    assert found.range == "torch/4096x768" and found.time_ns == total["torch"] - total["triton"]
+    assert "43% of its sibling triton's speed" in found.title  # cupy, at 59%, is not flagged at the default 2x
