@@ -124,6 +124,6 @@ class ProgramRunner(CaptureRunner):
             raise CaptureError(
                 sqlite,
                 "the program emitted no NVTX range named <op>/<impl>/<shape>/<l2>/r<round> inside its capture range",
-                "see Bring your own kernel in the README",
+                "see docs/guides/own-kernel.md",
             )
         entry.ranges = ranges

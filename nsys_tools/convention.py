@@ -38,7 +38,7 @@ L2_MODES = ("cold", "warm")
 # ``rotate``, an output per buffer set (cold writes); ``reuse``, one output per shape for every
 # implementation. ``reuse`` is the default of every command and the harness: it is what a caller
 # whose caching allocator recycles outputs sees, and the one condition that every control, including
-# those that allocate their output inside the call, meets alike (README).
+# those that allocate their output inside the call, meets alike (docs/guides/sweeps.md).
 OUTPUT_POLICIES = ("rotate", "reuse")
 DEFAULT_OUTPUTS = "reuse"
 # Draws of one round's order before taking the one that repeats the fewest predecessors.

@@ -58,11 +58,26 @@ def _gpu_missing() -> str | None:
     return None
 
 
+def _census_missing() -> str | None:
+    """Why the census cannot compile here: it needs Triton (and its cuobjdump) and NVRTC, the
+    ``census`` extra (not in ``test``, which stays light for CPU-only contributors)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    missing = []
+    for dist in ("triton", "cuda-bindings", "nvidia-cuda-nvrtc"):
+        try:
+            version(dist)
+        except PackageNotFoundError:
+            missing.append(dist)
+    return f"needs the census compilers ({', '.join(missing)}): pip install '.[census]'" if missing else None
+
+
 def pytest_collection_modifyitems(config, items):
-    gpu_items = [item for item in items if "gpu" in item.keywords]
-    reason = _gpu_missing() if gpu_items else None
-    if reason:
-        for item in gpu_items:
+    """Tests marked ``gpu`` or ``census`` are skipped, with the reason, where what they need is missing."""
+    for marker, missing in (("gpu", _gpu_missing), ("census", _census_missing)):
+        marked = [item for item in items if marker in item.keywords]
+        reason = missing() if marked else None
+        for item in marked if reason else ():
             item.add_marker(pytest.mark.skip(reason=reason))
 
 

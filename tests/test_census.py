@@ -18,29 +18,12 @@ DEMO = Path(__file__).resolve().parents[1] / "reports" / "sweeps" / "20261129-18
 runner = CliRunner()
 
 
-def _compilers_missing() -> str | None:
-    """Why the census cannot compile here: it needs Triton (and its cuobjdump) and NVRTC, the
-    ``census`` extra (not in ``test``, which stays light for CPU-only contributors)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    missing = []
-    for dist in ("triton", "cuda-bindings", "nvidia-cuda-nvrtc"):
-        try:
-            version(dist)
-        except PackageNotFoundError:
-            missing.append(dist)
-    return f"needs the census compilers ({', '.join(missing)}): pip install '.[census]'" if missing else None
-
-
-needs_compilers = pytest.mark.skipif(_compilers_missing() is not None, reason=_compilers_missing() or "")
-
-
 @pytest.fixture(scope="module")
 def table_768():
     return census.census(OP, "4096x768", [OP.impl(n) for n in ("ours", "row_held", "block_tree", "triton")], "sm_90")
 
 
-@needs_compilers
+@pytest.mark.census
 def test_ours_holds_the_row_in_quad_loads(table_768):
     ours = table_768.row(0, named=True)
     # one warp per row and per block, 6 float4 slots, gamma and beta loaded with x (cache bit 8)
@@ -51,7 +34,7 @@ def test_ours_holds_the_row_in_quad_loads(table_768):
     assert "MUFU.RSQ" in ours["special"] and ours["local_bytes"] == 0 and ours["st_local"] == 0
 
 
-@needs_compilers
+@pytest.mark.census
 def test_lineage_differs_where_it_should(table_768):
     rows = {r["impl"]: r for r in table_768.iter_rows(named=True)}
     tree = rows["block_tree"]
@@ -60,7 +43,7 @@ def test_lineage_differs_where_it_should(table_768):
     assert rows["row_held"]["block"] == 128 and rows["row_held"]["barriers"] >= 1
 
 
-@needs_compilers
+@pytest.mark.census
 def test_triton_specialized_like_its_launcher(table_768):
     tri = table_768.filter(table_768["impl"] == "triton").row(0, named=True)
     assert tri["kernel"] == "layer_norm_fwd" and (tri["grid"], tri["block"]) == (4096, 128)
@@ -68,7 +51,7 @@ def test_triton_specialized_like_its_launcher(table_768):
     assert "MUFU.SQRT" in tri["special"]
 
 
-@needs_compilers
+@pytest.mark.census
 def test_cross_check_against_the_h200_capture(table_768):
     """At 1024x2048 this build launches what the demo capture ran; at 4096x768 ours changed
     since (one warp per block with gamma and beta preloaded, not four rows a block), and the
@@ -81,7 +64,7 @@ def test_cross_check_against_the_h200_capture(table_768):
     assert (changed["trace_grid"][0], changed["trace_block"][0], changed["trace_registers"][0]) == (1024, 128, 55)
 
 
-@needs_compilers
+@pytest.mark.census
 def test_cross_check_flags_a_disagreement():
     """A capture of an older build: at 4096x4096 it ran 256 threads per row without streaming
     loads (48 registers); today's build runs 128 threads holding gamma and beta too (128)."""
@@ -91,7 +74,7 @@ def test_cross_check_flags_a_disagreement():
     assert (checked["registers"][0], checked["trace_registers"][0]) == (128, 48)
 
 
-@needs_compilers
+@pytest.mark.census
 def test_cli_markdown_json_and_errors():
     res = runner.invoke(app, ["census", "--shape", "1024x2048", "--impls", "ours,triton", "--capture", str(DEMO)])
     assert res.exit_code == 0, res.stderr
@@ -132,7 +115,7 @@ def test_missing_cuobjdump_is_named(monkeypatch, tmp_path):
         census.cuobjdump()
 
 
-@needs_compilers
+@pytest.mark.census
 def test_bulk_plans_need_sm90():
     """The bulk-copy kernel: one persistent block per SM with three 64 KB rows in flight in
     dynamic shared memory; asked for sm_80 it is refused, not compiled."""
@@ -143,7 +126,7 @@ def test_bulk_plans_need_sm90():
         census.census(OP, "1024x16384", [OP.impl("bulk_t512_s3_b1")], "sm_80")
 
 
-@needs_compilers
+@pytest.mark.census
 def test_bf16_forward_plans_trade_registers_for_threads_per_row():
     """At 4096x4096 bf16 the rule's plan (128 threads, 4 vectors a thread, gamma and beta
     preloaded) holds more registers than the same row spread over 256 or 512 threads, and the

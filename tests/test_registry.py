@@ -7,11 +7,14 @@ from __future__ import annotations
 import sys
 import textwrap
 from dataclasses import replace
+from pathlib import Path
 
 import polars as pl
 import pytest
+from typer.main import get_command
 
 from nsys_tools import views
+from nsys_tools.cli import app
 from nsys_tools.read.export import open_export
 from nsys_tools.read.trace import Trace
 from nsys_tools.run import chunked
@@ -54,21 +57,19 @@ def toy(tmp_path, monkeypatch):
 
 
 def test_the_builtin_views_declare_themselves():
-    # The 15 views of the table in nsys_tools/views/__init__.py, in order of their files' names.
-    assert views.names() == (
-        "api", "gaps", "hist", "idle", "kernels", "launch", "memops", "nccl", "overlap", "pace", "ranges", "steps", "stragglers",
-        "sync", "utilization",
-    )  # fmt: skip
-    assert [v.name for v in views.REGISTRY.values() if v.ordered] == ["gaps", "idle", "overlap", "ranges", "utilization"]
-    assert [v.name for v in views.REGISTRY.values() if v.splittable] == [
-        "api",
-        "hist",
-        "kernels",
-        "launch",
-        "memops",
-        "nccl",
-        "sync",
-    ]
+    # Every module of the views package that declares a view is registered under its name, and
+    # the report command offers it.
+    folder = Path(views.__file__).parent
+    declaring = [f for f in sorted(folder.glob("*.py")) if "\nVIEW = View(" in f.read_text()]
+    assert [views.spec(n).module for n in views.names()] == [f"nsys_tools.views.{f.stem}" for f in declaring]
+    report = get_command(app).commands["report"]
+    option = next(p for p in report.params if p.name == "view")
+    flags = option.get_help_record(report.context_class(report, info_name="report"))[0]  # --view <api|gaps|...>
+    assert set(flags.split("<", 1)[1].rstrip(">").split("|")) == set(views.names())
+    # A view read in time order has the steps that fold it; one read in pieces has none of them.
+    for view in views.REGISTRY.values():
+        steps = [hasattr(view.load(), step) for step in ("split", "window", "close")]
+        assert steps == [view.ordered] * 3, view.name
     assert views.get("kernels").VIEW == replace(views.spec("kernels"), module="")  # read from the source as written
     assert views.spec("gaps").options == ("min_gap_ns",)
     assert set(views.spec("kernels").options) == {"names", "include_memops", "nesting"}

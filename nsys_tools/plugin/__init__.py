@@ -1,6 +1,6 @@
 """Op plugins: the contract a plugin author writes against (``api``: ``Op``, ``Impl``, ``Buffers``,
 ``lazy``) and the loader that finds plugins in files, modules and entry points (``loader``:
-``Registry``). Both are standard library only; ``docs/plugins.md`` is the guide.
+``Registry``). Both are standard library only; ``docs/guides/plugins.md`` is the guide.
 ``from nsys_tools.plugin import Op, Impl`` is the import plugins use."""
 
 from .api import NAME_TEXT, SHAPE_TEXT, Buffers, Cubin, Factory, Impl, Launch, Op, Shape, UnsupportedShape, arch_number, lazy

@@ -3,7 +3,7 @@
 Standard library only: the capture side imports this on GPU machines without Polars, and the
 analysis side imports it where there is no GPU. Nothing here imports torch; the methods an op
 implements do, when the harness calls them. How to write an op, and where plugins come from:
-``docs/plugins.md``. Loading plugins is ``nsys_tools.plugin.loader``.
+``docs/guides/plugins.md``. Loading plugins is ``nsys_tools.plugin.loader``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Loading op plugins: files, modules and the ``nsys_tools.ops`` entry points, into a ``Registry``
 (standard library only). What a plugin defines is ``nsys_tools.plugin.api``; where plugins come
-from, ``docs/plugins.md``.
+from, ``docs/guides/plugins.md``.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ class Registry:
         else:
             module, source = _import_module(spec, spec), spec
         if not self._take(module, source):
-            raise PluginError(source, "defines no OPS, OP or IMPLS", "see docs/plugins.md")
+            raise PluginError(source, "defines no OPS, OP or IMPLS", "see docs/guides/plugins.md")
         self.sources.append(source)
 
     def _take(self, obj: Any, source: str) -> bool:
