@@ -84,8 +84,8 @@ def _view_page(view, table: dict[str, tuple[str, str]]) -> str:
         "```",
     ]
     if view.name in table:
-        per, twin = table[view.name]
-        lines += ["", f"**One row per:** {per}. **nsys twin:** {twin}."]
+        per, _ = table[view.name]
+        lines += ["", f"**One row per:** {per}. **nsys twin:** {f'`{view.twin}`' if view.twin else '(none)'}."]
     lines += ["", inspect.cleandoc(module.__doc__ or "").replace("``", "`"), ""]
     lines += [
         "## Columns",
@@ -95,19 +95,14 @@ def _view_page(view, table: dict[str, tuple[str, str]]) -> str:
     ]
     lines += [", ".join(f"`{c}`" for c in view.columns), ""]
     lines += ["## Options", ""]
-    steps = [module.read, module.partial]
-    options = {}
-    for step in steps:
-        for name, parameter in list(inspect.signature(step).parameters.items())[2:]:
-            options.setdefault(name, parameter)
-    if options:
-        lines += ["| option (Python) | default |", "|---|---|"]
-        for name, parameter in options.items():
-            default = "" if parameter.default is inspect.Parameter.empty else repr(parameter.default)
-            lines.append(f"| `{name}` | `{_cell(default)}` |")
+    if view.options:  # its Options dataclass, as the registry reads it (views/contract.py)
+        lines += ["| flag | Python | type | default | what it does |", "|---|---|---|---|---|"]
+        for o in view.options:
+            lines.append(f"| `{o.flag}` | `{o.name}` | `{_cell(o.type)}` | `{_cell(repr(o.default))}` | {_cell(o.help)} |")
     else:
         lines.append("None beyond the options every view takes (`--by`, `--per-file`, the window, `--top`).")
-    lines += ["", "## How it is read", "", f"An export of any size is read {how}.", ""]
+    chart = f"`--chart` draws it (`{view.module}.chart`)." if not view.no_chart else f"No chart: {view.no_chart}"
+    lines += ["", "## Chart", "", chart, "", "## How it is read", "", f"An export of any size is read {how}.", ""]
     return "\n".join(lines)
 
 

@@ -109,6 +109,7 @@ def test_the_check_fails_on_a_page_that_needs_the_network(browser, tmp_path):
 
 
 REPORT_CHARTS = ["kernels", "ranges", "api", "memops", "gaps", "hist", "pace", "utilization", "idle"]
+REPORT_CHARTS += ["sync", "launch", "overlap", "stragglers"]
 REPORT_CHARTS += ["utilization --window 20ms", "idle --longest 5"]
 
 
@@ -122,7 +123,7 @@ def test_report_charts_render_offline(browser, tmp_path, view):
 
 def test_range_histogram_chart_renders_offline(browser, tmp_path):
     page = tmp_path / "ranges-hist.html"
-    assert runner.invoke(app, ["report", str(MULTI), "--view", "ranges", "--hist", "--chart", str(page)]).exit_code == 0
+    assert runner.invoke(app, ["report", str(MULTI), "--view", "hist", "--of", "ranges", "--chart", str(page)]).exit_code == 0
     assert_offline_page(browser, page)
 
 

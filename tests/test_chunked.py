@@ -175,7 +175,7 @@ def test_a_gap_across_slices_is_the_gap_of_the_whole(monkeypatch):
         return frame.sort("gap_start_ns").with_columns(pl.col(pl.Categorical).cast(pl.String))
 
     expected = texts(gaps.partial(ops.lazy(), [], min_gap_ns=100).collect())
-    state = gaps.window(ops[:3], [], None, min_gap_ns=100)
+    state = gaps.window(ops[:3], [], gaps.start([], []), min_gap_ns=100)
     state = gaps.window(ops[3:], [], state, min_gap_ns=100)
     got = texts(gaps.close(state, [], []).collect())
     assert_frame_equal(got, expected)
@@ -201,11 +201,11 @@ def test_busy_time_across_slices_is_the_union_of_the_whole():
     )
     rows, side = ranges.split(pairs.lazy(), [])
     rows = rows.collect()
-    state = ranges.window(rows[:2], [], None)
+    state = ranges.window(rows[:2], [], ranges.start([], []))
     state = ranges.window(rows[2:], [], state)
     got = ranges.close(state, [side.collect()], []).collect()
     assert_frame_equal(got, ranges.partial(pairs.lazy(), []).collect(), check_column_order=False)
-    assert state["busy_ns"].to_list() == [450] and state["ops"].to_list() == [3]
+    assert state.held["busy_ns"].to_list() == [450] and state.held["ops"].to_list() == [3]
 
 
 @pytest.mark.slow
@@ -295,7 +295,8 @@ def test_each_idle_slice_finds_the_blocking_calls_that_all_of_them_give(name):
     calls as matched with all of them; slices in order of time, then one earlier again."""
     ops, calls = idle.split(idle.read(Trace(open_export(EXPORTS[name])), []), [])
     ops = ops.select("global_tid", probe_ns=pl.col("start_ns") - 1).collect().sort("probe_ns")
-    _, _, calls, passed = idle.start([calls.collect()], [])
+    first = idle.start([calls.collect()], [])
+    calls, passed = first.calls, first.passed
     assert calls.height >= 9
 
     def found(probes, among):

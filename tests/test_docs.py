@@ -137,5 +137,5 @@ def test_a_reference_page_per_command_and_per_view():
     for name in views.names():
         page = pages[f"views/{name}.md"]
         assert all(f"`{column}`" in page for column in views.spec(name).columns), name
-        assert all(f"`{option}`" in page for option in views.spec(name).options), name
+        assert all(f"`{option.flag}`" in page for option in views.spec(name).options), name
         assert f"[`{name}`]({name}.md)" in pages["views/index.md"]

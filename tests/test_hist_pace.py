@@ -96,7 +96,7 @@ def test_range_pace_follows_each_range_instance_projection():
 
 
 def test_report_hist_and_pace_options(tmp_path):
-    res = runner.invoke(app, ["report", str(MULTI), "--view", "ranges", "--hist", "--range", "step*", "-f", "csv"])
+    res = runner.invoke(app, ["report", str(MULTI), "--view", "hist", "--of", "ranges", "--range", "step*", "-f", "csv"])
     assert res.exit_code == 0, res.output
     table = pl.read_csv(res.stdout.encode())
     assert set(table["name"]) == {"step=0", "step=1", "step=2", "step=3"} and table["instances"].sum() == 8
@@ -105,8 +105,9 @@ def test_report_hist_and_pace_options(tmp_path):
     res = runner.invoke(app, ["report", str(MULTI), "--view", "hist", "--top", "2", "-f", "csv"])
     assert pl.read_csv(res.stdout.encode())["name"].n_unique() == 2
     for bad in (
-        ["--view", "api", "--hist"],
-        ["--view", "ranges", "--hist", "--pace"],
-        ["--view", "ranges", "--hist", "--names", "short"],
+        ["--view", "api", "--of", "ranges"],
+        ["--view", "ranges", "--of", "ranges"],
+        ["--view", "hist", "--of", "steps"],
+        ["--view", "hist", "--of", "ranges", "--kernel", "x*"],
     ):
         assert runner.invoke(app, ["report", str(MULTI), *bad]).exit_code == 2, bad

@@ -22,17 +22,27 @@ from nsys_tools.run.report import view_table
 
 TOY = '''
 """GPU operations per kind: how many, and their total time."""
+from dataclasses import dataclass
+
 import polars as pl
 
 from nsys_tools.views import View
+from nsys_tools.views.contract import option
 
 VIEW = View("ops", "GPU operations per kind", splittable=True)
+
+
+@dataclass(frozen=True)
+class Options:
+    kind: str = option("", "--kind", "Only the operations of this kind (kernel, memcpy, memset).")
+
 
 COLUMNS = ("kind", "ops", "total_ns")
 
 
-def read(trace, by):
-    return trace.gpu_ops(attributed=False, columns=[*by, "kind", "duration_ns"]).select(*by, "kind", "duration_ns")
+def read(trace, by, *, kind=""):
+    ops = trace.gpu_ops(attributed=False, columns=[*by, "kind", "duration_ns"]).select(*by, "kind", "duration_ns")
+    return ops.filter(pl.col("kind").cast(pl.String) == kind) if kind else ops
 
 
 def partial(ops, keys):
@@ -43,6 +53,12 @@ def finalize(partials, keys):
     groups = [*keys, "kind"]
     merged = partials.group_by(groups).agg(pl.col("ops").sum(), pl.col("total_ns").sum())
     return merged.with_columns(pl.col("kind").cast(pl.String)).sort(groups).select(*keys, *COLUMNS)
+
+
+def chart(table):
+    import altair as alt
+
+    return alt.Chart(table).mark_bar().encode(y="kind:N", x="ops:Q")
 '''
 
 
@@ -70,9 +86,10 @@ def test_the_builtin_views_declare_themselves():
     for view in views.REGISTRY.values():
         steps = [hasattr(view.load(), step) for step in ("split", "window", "close")]
         assert steps == [view.ordered] * 3, view.name
-    assert views.get("kernels").VIEW == replace(views.spec("kernels"), module="")  # read from the source as written
-    assert views.spec("gaps").options == ("min_gap_ns",)
-    assert set(views.spec("kernels").options) == {"names", "include_memops", "nesting"}
+    # read from the source as written, and its Options with it
+    assert views.get("kernels").VIEW == replace(views.spec("kernels"), module="", options=())
+    assert [o.name for o in views.spec("gaps").options] == ["min_gap_ns"]
+    assert {o.name for o in views.spec("kernels").options} == {"names", "include_memops", "nesting"}
     assert views.spec("memops").columns[:2] == ("operation", "instances")
     with pytest.raises(ValueError, match="unknown view 'nope'"):
         views.spec("nope")
@@ -90,7 +107,7 @@ def test_a_declaration_with_computed_arguments_is_refused(tmp_path):
 
 def test_a_toy_view_in_its_own_file_runs_on_every_path(toy, fixture_copy):
     path = fixture_copy("multi-gpu/multi-gpu-nsys2025.3.sqlite")
-    assert toy.columns == ("kind", "ops", "total_ns") and toy.options == ()
+    assert toy.columns == ("kind", "ops", "total_ns") and [o.flag for o in toy.options] == ["--kind"]
     one = views.table(Trace(open_export(path)), "ops")
     # Cross-checked against the built-in views, which count the same operations their own way, and
     # the fixture's MANIFEST.md: 78 kernels, 32 memcpys, 24 memsets.
@@ -107,3 +124,29 @@ def test_a_toy_view_in_its_own_file_runs_on_every_path(toy, fixture_copy):
     assert pieces.equals(one)
     by_device = views.table(Trace(open_export(path)), "ops", by=["device"])
     assert by_device["ops"].sum() == one["ops"].sum() and by_device["gpu_id"].n_unique() > 1
+
+
+def test_a_toy_view_joins_the_command_line_with_its_option_and_chart(toy, fixture_copy, tmp_path):
+    """The command is built from the registry: the toy's ``--kind`` appears under ``--view ops``
+    (and only there), is refused with another view, naming the view it belongs to, and its chart
+    is drawn; no file of the package was touched."""
+    import typer.main
+    from click.testing import CliRunner
+
+    from nsys_tools.cli import app
+
+    command, runner = typer.main.get_command(app), CliRunner()
+    path = fixture_copy("multi-gpu/multi-gpu-nsys2025.3.sqlite")
+    assert "--kind" in runner.invoke(command, ["report", "--view", "ops", "--help"]).stdout
+    assert "--kind" not in runner.invoke(command, ["report", "--view", "kernels", "--help"]).stdout
+    assert "--min-gap" not in runner.invoke(command, ["report", "--view", "ops", "--help"]).stdout
+    res = runner.invoke(
+        command, ["report", str(path), "--view", "ops", "--kind", "memset", "-f", "csv", "--chart", str(tmp_path / "o.html")]
+    )
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[1:] == [
+        "memset,24," + str(views.table(Trace(open_export(path)), "ops", kind="memset")["total_ns"].item())
+    ]
+    assert "vegaEmbed" in (tmp_path / "o.html").read_text()
+    res = runner.invoke(command, ["report", str(path), "--kind", "memset"])
+    assert res.exit_code == 2 and "Invalid value for --kind: applies to --view ops, not --view kernels" in res.stderr

@@ -446,7 +446,7 @@ def test_utilization_of_overlapping_work_across_slices():
     keys = ["gpu_id", "gpu_name"]
     whole = utilization.finalize(utilization.partial(ops.lazy(), keys), keys).collect()
     assert whole.select("span_ns", "compute_ns", "communication_ns", "memory_ns", "idle_ns").row(0) == (50, 20, 10, 10, 10)
-    state = utilization.window(ops.head(2), keys, None)
+    state = utilization.window(ops.head(2), keys, utilization.start([], keys))
     state = utilization.window(ops.tail(2), keys, state)
     sliced = utilization.finalize(utilization.close(state, [], keys), keys).collect()
     assert sliced.equals(whole)

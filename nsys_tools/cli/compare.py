@@ -111,11 +111,16 @@ def compare(
         stderr.print(f"Warning: the captures differ in {line}", markup=False)
     _write(C.markdown(a, b, table, method) if fmt is Format.markdown else render(table, fmt), target)
     if fail_on_regression is not None:
-        worse = C.regressions(table, fail_on_regression)
-        if worse.height:
-            keys = [c for c in worse.columns if c in a.keys]
-            rows = "; ".join(
-                f"{'/'.join(map(str, r[: len(keys)]))} {r[-1]:.3f}" for r in worse.select(*keys, "ratio").iter_rows()
-            )
-            stderr.print(f"Regression beyond {fail_on_regression:g}%: {rows}", markup=False)
-            raise typer.Exit(3)
+        _fail_on_regression(table, a.keys, fail_on_regression)
+
+
+def _fail_on_regression(table, keys, percent: float) -> None:
+    """Exit 3, naming the rows, when a row of ``table`` is slower by at least ``percent``."""
+    from ..study import compare as C
+
+    worse = C.regressions(table, percent)
+    if worse.height:
+        keys = [c for c in worse.columns if c in keys]
+        rows = "; ".join(f"{'/'.join(map(str, r[: len(keys)]))} {r[-1]:.3f}" for r in worse.select(*keys, "ratio").iter_rows())
+        stderr.print(f"Regression beyond {percent:g}%: {rows}", markup=False)
+        raise typer.Exit(3)

@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import views
 from ..convention import DEFAULT_OUTPUTS, OUTPUT_POLICIES
 
 
@@ -38,10 +37,6 @@ class ViewFormat(str, Enum):
     json = "json"
     table = "table"
     parquet = "parquet"
-
-
-# The --view choices: the views registered when the CLI is imported (nsys_tools.views).
-View = Enum("View", {name: name for name in views.names()}, type=str)
 
 
 ReexportOption = Annotated[

@@ -1,4 +1,4 @@
-"""Altair charts of a view's table (``nsys-tools report --chart``), one per view. No I/O except
+"""Altair charts of a view's table (``nsys-tools report --chart``), one per built-in view. No I/O except
 ``save``.
 
 * kernels: the kernels with the most GPU time, bars coloured by NVTX range;
@@ -10,7 +10,15 @@
 * pace: the interval between successive instances of the top kernels (or ranges), across the run;
 * utilization: each device's span split into compute, communication, memory and idle (with
   ``--window``: the busy split window by window, one row of the chart per device);
-* idle: idle time per device by cause (with ``--longest N``: the longest intervals, coloured by cause).
+* idle: idle time per device by cause (with ``--longest N``: the longest intervals, coloured by cause);
+* sync: host time blocked per synchronization call;
+* launch: per kernel, the median launch call beside the median time queued after it;
+* nccl: GPU time per NCCL collective;
+* overlap: per step, NCCL time hidden behind compute and exposed;
+* stragglers: per step, how far the slowest rank ran behind the median;
+* steps: per rank and device, each step's time split into compute, exposed NCCL, memory and idle.
+
+Each view module draws its chart through its ``chart(table)`` (``views.contract``).
 
 HTML is written self-contained (Vega, Vega-Lite and vega-embed inlined, from vl-convert), so it
 opens offline and wherever the file is copied.
@@ -310,22 +318,108 @@ def idle(table: pl.DataFrame, top: int = TOP):
     )
 
 
-CHARTS = {
-    "kernels": kernels,
-    "ranges": ranges,
-    "api": api,
-    "memops": memops,
-    "gaps": gaps,
-    "hist": hist,
-    "pace": pace,
-    "utilization": utilization,
-    "idle": idle,
-}
+def sync(table: pl.DataFrame, top: int = TOP):
+    """Time blocked in each synchronization call, and its share of the calling threads' time."""
+    df = _labelled(table, "api", top).with_columns(total_ms=pl.col("total_ns") / 1e6)
+    tip = ["api", "instances", "total_ms", "threads", _alt().Tooltip("thread_pct:Q", format=".2f")]
+    return _bars(df, "label", "total_ms", "Host time blocked in synchronization", "total time in the call, ms", None, tip)
 
 
-def chart(view: str, table: pl.DataFrame):
-    """The chart of ``view``'s table."""
-    return CHARTS[view](table)
+def launch(table: pl.DataFrame, top: int = TOP):
+    """Per kernel: the median launch call beside the median wait in the queue after it."""
+    alt = _alt()
+    df = _labelled(table, "kernel", top)
+    long = pl.concat(
+        [
+            df.select("label", "instances", us=pl.col("api_median_ns") / 1e3, what=pl.lit("launch call (median)")),
+            df.select("label", "instances", us=pl.col("queue_median_ns") / 1e3, what=pl.lit("queued before it ran (median)")),
+        ]
+    )
+    return (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            y=alt.Y("label:N", sort=df["label"].to_list(), title=None, axis=alt.Axis(labelLimit=360)),
+            yOffset="what:N",
+            x=alt.X("us:Q", title="µs"),
+            color=alt.Color("what:N", title=None, legend=alt.Legend(orient="bottom")),
+            tooltip=["label", "what", "instances", alt.Tooltip("us:Q", format=".3f")],
+        )
+        .properties(width=WIDTH, height=2 * BAR * max(df.height, 1), title=f"Launch and queue time, top {df.height} kernels")
+    )
+
+
+def nccl(table: pl.DataFrame, top: int = TOP):
+    """GPU time per NCCL collective (per device and rank with ``--by``)."""
+    df = _labelled(table, "collective", top).with_columns(total_ms=pl.col("total_ns") / 1e6)
+    tip = ["collective", "instances", "total_ms", "bytes"]
+    return _bars(df, "label", "total_ms", "NCCL kernel time per collective", "total GPU time, ms", None, tip)
+
+
+def overlap(table: pl.DataFrame):
+    """Per device and step: NCCL time hidden behind compute, and exposed."""
+    alt = _alt()
+    step = pl.format("{} at {} ms", pl.col("step").fill_null("(no step)"), (pl.col("start_ns") / 1e6).round(3))
+    df = _numbered(table.with_columns(label=_with_where(step, table)), "label")
+    parts = {"overlapped_ns": "hidden behind compute", "exposed_ns": "exposed (the step waited)"}
+    long = pl.concat(
+        [df.select("label", ms=pl.col(c) / 1e6, what=pl.lit(text), order=pl.lit(i)) for i, (c, text) in enumerate(parts.items())]
+    )
+    return (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            y=alt.Y("label:N", sort=df["label"].to_list(), title=None, axis=alt.Axis(labelLimit=360)),
+            x=alt.X("ms:Q", title="NCCL time, ms", stack="zero"),
+            color=alt.Color("what:N", title=None, sort=list(parts.values()), legend=alt.Legend(orient="bottom")),
+            order="order:Q",
+            tooltip=["label", "what", alt.Tooltip("ms:Q", format=".3f")],
+        )
+        .properties(width=WIDTH, height=BAR * max(df.height, 1), title="NCCL time per step: hidden and exposed")
+    )
+
+
+def stragglers(table: pl.DataFrame):
+    """Per step: how far the slowest rank ran behind the median, coloured by that rank."""
+    alt = _alt()
+    df = table.with_columns(behind_ms=pl.col("behind_ns") / 1e6, rank=pl.format("pid {}", "slowest_pid"))
+    return (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            x=alt.X("step_index:O", title="step"),
+            y=alt.Y("behind_ms:Q", title="slowest rank behind the median, ms"),
+            color=alt.Color("rank:N", title="slowest rank", legend=alt.Legend(orient="bottom")),
+            tooltip=["step", "step_index", "rank", "ranks", alt.Tooltip("behind_ms:Q", format=".3f"), "late_steps"],
+        )
+        .properties(width=WIDTH, height=240, title="Stragglers: the slowest rank of each step")
+    )
+
+
+def steps(table: pl.DataFrame):
+    """Per rank and device, each step's time split into compute, exposed NCCL, memory and idle."""
+    alt = _alt()
+    parts = {"compute_ns": "compute", "nccl_exposed_ns": "NCCL, exposed", "memory_ns": "memory", "idle_ns": "idle"}
+    df = table.with_columns(device=pl.format("pid {} · GPU {}", "pid", "gpu_id"))
+    long = pl.concat(
+        [
+            df.select("device", "step", "phase", ms=pl.col(c) / 1e6, what=pl.lit(text), order=pl.lit(i))
+            for i, (c, text) in enumerate(parts.items())
+        ]
+    )
+    return (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            x=alt.X("step:O", title="step (0: setup)"),
+            y=alt.Y("ms:Q", title="ms", stack="zero"),
+            color=alt.Color("what:N", title=None, sort=list(parts.values()), legend=alt.Legend(orient="bottom")),
+            order="order:Q",
+            row=alt.Row("device:N", title=None),
+            tooltip=["device", "step", "phase", "what", alt.Tooltip("ms:Q", format=".3f")],
+        )
+        .properties(width=WIDTH, height=120, title="Where each step's time went")
+    )
 
 
 def save(chart, path: Path) -> Path:

@@ -248,7 +248,7 @@ def _ordered(ex: Export, view: str, by: Sequence[str], options: dict, window=Non
             timed.flush()
         _merged(counts, counted)
         # A view that needs the side rows while it folds (``idle``: the blocking calls) starts from them.
-        state = module.start(sides, by) if hasattr(module, "start") else None
+        state = module.start(sides, by)
         for group in timed.groups(SLICE_BYTES):
             rows = codes.decode(timed.take("rows", group).drop("_slot"))
             state = module.window(rows, by, state, **views.window_options(view, options))

@@ -18,15 +18,10 @@
 | ``hist`` | kernel (or range) and duration bin | ``cuda_gpu_kern_hist`` recipe |
 | ``pace`` | kernel (or range) instance, in order: interval, gap, drift | ``cuda_gpu_kern_pace``, ``nvtx_gpu_proj_pace`` recipes |
 
-Each view is a module with three functions, so that one export and many (on one machine or
-one task per export on a cluster) share every step:
-
-* ``read(trace, keys, **options)``: the frame it needs, from the frame layer, only the columns
-  it uses;
-* ``partial(frame, keys, **options)``: pure, per export; partials of several exports concatenate
-  and merge exactly (counts, totals, extremes, and the values medians need);
-* ``finalize(partials, keys, **options)``: pure, merges the concatenated partials and computes
-  the table.
+Each view is one module that keeps the contract of ``contract.py``: it declares its name, help,
+twin, chart (or why it has none), columns and typed ``Options``, and its steps ``read``,
+``partial`` and ``finalize`` (an ordered view: a fold over slices in time order), so that one
+export and many (on one machine or one task per export on a cluster) share every step.
 
 A splittable view whose rows come partly from the small tables alone (``nccl``: the payloads of
 NCCL's NVTX ranges, which every piece of an export holds whole) names that part ``once(trace,
@@ -37,64 +32,28 @@ time per export. A view read in pieces only under some options lists the others 
 
 ``keys`` are the leading group-by columns: ``by_columns(["device", "process", "stream"])``, and
 ``file`` when exports are kept apart. ``partial`` and ``finalize`` below run a view by name,
-routing each option to the step that takes it; ``table`` is both for one trace.
+giving each option to the step its declaration names; ``table`` is both for one trace.
 
-A view module declares its view in one line (``VIEW = View("kernels", "kernel time per NVTX range
-and kernel", splittable=True)``), and the registry finds every module of this folder that does
-(``discover``, which reads the declaration from the source, so no view module is imported until it
-is used): the CLI's ``--view`` choices, the pipeline and ``run/chunked.py`` read the registry, so a
-new view is its one file.
+The registry finds every module of this folder that declares a view (``discover``, which reads
+the declaration from the source, so no view module is imported until it is used): the CLI's
+``--view`` choices and options, the Python API's methods, the pipeline and ``run/chunked.py``
+read the registry, so a new view is its one file.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from importlib import import_module
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
+
+from .contract import View, check, declared
 
 if TYPE_CHECKING:
     import polars as pl
 
     from ..read.trace import Trace
-
-
-@dataclass(frozen=True)
-class View:
-    """A view as the registry knows it, before its module (which needs Polars) is imported.
-
-    A view module declares itself with one line, ``VIEW = View(name, summary, ...)`` (literal
-    arguments: the registry reads them from the source, ``discover``). ``module`` (filled in by
-    the registry) holds ``COLUMNS`` and the steps ``read``, ``partial`` and ``finalize``; an
-    ordered view also ``split``, ``window`` and ``close`` (``run/chunked.py`` reads it in slices in
-    time order)."""
-
-    name: str
-    summary: str
-    # Partials of any subsets of the operations (with their launch calls) merge into the partial of
-    # all: ``run/chunked.py`` reads such a view a piece at a time.
-    splittable: bool = False
-    # The partial needs the operations in order of start time: read as pieces split by launch, then
-    # as slices in time order, carrying what a slice needs of the earlier ones, then merged.
-    ordered: bool = False
-    module: str = ""  # the module that declares it
-
-    def load(self) -> ModuleType:
-        return import_module(self.module)
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        """The table's columns after the ``by`` keys."""
-        return tuple(self.load().COLUMNS)
-
-    @property
-    def options(self) -> tuple[str, ...]:
-        """The options its steps take (keyword arguments of ``read`` and ``partial``)."""
-        module = self.load()
-        return tuple(dict.fromkeys([*_options(module.read), *_options(module.partial)]))
 
 
 REGISTRY: dict[str, View] = {}
@@ -110,27 +69,6 @@ def register(view: View) -> View:
         raise ValueError(f"view {view.name}: no module")
     REGISTRY[view.name] = view
     return view
-
-
-def declared(file: Path) -> View | None:
-    """The ``VIEW = View(...)`` a module's source declares at its top level, read without
-    importing it (so that listing views needs no Polars); None where it declares none."""
-    import ast
-
-    for node in ast.parse(file.read_text(encoding="utf-8"), str(file)).body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-        call = node.value if target is not None else None
-        if not (isinstance(target, ast.Name) and target.id == "VIEW" and isinstance(call, ast.Call)):
-            continue
-        if not (isinstance(call.func, ast.Name) and call.func.id == View.__name__):
-            continue
-        try:
-            args = [ast.literal_eval(a) for a in call.args]
-            kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
-        except ValueError:
-            raise ValueError(f"{file}: VIEW = View(...) takes literal arguments only") from None
-        return View(*args, **kwargs)
-    return None
 
 
 def discover(folder: Path, package: str) -> list[View]:
@@ -189,14 +127,17 @@ def by_columns(by: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(c for key in BY if key in wanted for c in BY[key]))
 
 
+_CHECKED: set[str] = set()
+
+
 def get(name: str) -> ModuleType:
-    """The module of view ``name``."""
-    return spec(name).load()
-
-
-def _options(step) -> list[str]:
-    """The options a step takes: its parameters after the frame (or trace) and the keys."""
-    return list(inspect.signature(step).parameters)[2:]
+    """The module of view ``name``, held to the contract (``contract.check``) when first loaded."""
+    view = spec(name)
+    module = view.load()
+    if view.module not in _CHECKED:
+        check(view, module)
+        _CHECKED.add(view.module)
+    return module
 
 
 def windowed(trace: Trace, window) -> Trace:
@@ -215,11 +156,21 @@ def partial(name: str, trace: Trace, by: Sequence[str], *, window=None, part: st
     the view's ``once`` has no rows)."""
     view = get(name)
     trace = windowed(trace, window)
-    unknown = set(options) - {*_options(view.read), *_options(view.partial)}
-    if unknown:
-        raise TypeError(f"view {name} takes no option {sorted(unknown)[0]!r}")
+    options = values(name, options)
     rows = read(name, trace, by, part=part, **options)
     return None if rows is None else view.partial(rows, by, **window_options(name, options))
+
+
+def values(name: str, options: dict) -> dict:
+    """``options`` of view ``name`` as their values (``Option.value``: ``bin_ns="10ms"`` is 10 ms);
+    TypeError names an option the view does not take, ValueError a value it cannot or options that
+    do not go together (the view's ``check_options``)."""
+    view = spec(name)
+    given = {k: view.option(k).value(v) for k, v in options.items()}
+    check = getattr(get(name), "check_options", None)
+    if check is not None:
+        check(given)
+    return given
 
 
 def read(name: str, trace: Trace, by: Sequence[str], *, part: str = "read", **options) -> pl.LazyFrame:
@@ -230,7 +181,7 @@ def read(name: str, trace: Trace, by: Sequence[str], *, part: str = "read", **op
         if part == "once":
             return None
         part = "read"
-    return getattr(view, part)(trace, by, **{k: v for k, v in options.items() if k in _options(view.read)})
+    return getattr(view, part)(trace, by, **spec(name).at("read", options))
 
 
 def splits(name: str, options: dict) -> bool:
@@ -242,7 +193,7 @@ def splits(name: str, options: dict) -> bool:
 
 def window_options(name: str, options: dict) -> dict:
     """The options of view ``name`` that its ``partial`` (and ``window``) takes."""
-    return {k: v for k, v in options.items() if k in _options(get(name).partial)}
+    return spec(name).at("partial", options)
 
 
 def finalize(name: str, partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:

@@ -9,13 +9,20 @@ GPU operation it launched ran; other calls have no device or stream.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import polars as pl
 
 from . import View
 from . import stats as metrics
 
-VIEW = View("api", "CUDA API calls per function", splittable=True)
+VIEW = View("api", "CUDA API calls per function", splittable=True, twin="nsys stats --report cuda_api_sum")
+
+
+@dataclass(frozen=True)
+class Options:
+    """``api`` takes no options."""
+
 
 MEASURED = {"duration_ns": "{}_ns"}
 COLUMNS = ("api", "instances", *metrics.timed())
@@ -52,3 +59,10 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
         .with_columns(api=pl.when(pl.col("api").n_unique().over(shown) > 1).then(pl.col("api")).otherwise(shown))
         .select(*keys, *COLUMNS)
     )
+
+
+def chart(table: pl.DataFrame):
+    """The ``--chart`` of the table (``render.view_charts.api``)."""
+    from ..render import view_charts
+
+    return view_charts.api(table)

@@ -15,12 +15,24 @@ held it busy last, so the gap that opens a slice is the one the whole timeline h
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import polars as pl
 
 from . import View
+from .contract import Fold, option
 
-VIEW = View("gaps", "GPU idle intervals and what ran around them", ordered=True)
+VIEW = View("gaps", "GPU idle intervals and what ran around them", ordered=True, twin="gpu_gaps recipe")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of ``gaps``."""
+
+    min_gap_ns: int = option(
+        100_000, "--min-gap", "The shortest idle interval reported, in µs (default 100).", at="partial", parse="us"
+    )
+
 
 MIN_GAP_NS = 100_000
 DEVICE = ("gpu_id", "gpu_name")
@@ -55,16 +67,8 @@ def partial(ops: pl.LazyFrame, keys: Sequence[str], *, min_gap_ns: int = MIN_GAP
     # once per kernel); a category is a number, its text kept once.
     names = [c for c in OP if ops.collect_schema()[c] == pl.String]
     ops = ops.with_columns(pl.col(names).cast(pl.Categorical))
-    ordered = ops.sort([*line, "start_ns", "end_ns"], nulls_last=True).with_row_index("i")
-    # The operation holding the timeline busy so far: the latest to reach the running maximum end.
-    holder = pl.when(pl.col("end_ns") == pl.col("end_ns").cum_max()).then(pl.col("i")).forward_fill()
-    marked = ordered.with_columns(
-        gap_start_ns=pl.col("end_ns").cum_max().shift(1).over(line),
-        before_i=holder.shift(1).over(line),
-    )
-    gaps = marked.filter(pl.col("start_ns") - pl.col("gap_start_ns") >= min_gap_ns)
-    before = ordered.select(before_i="i", before_name="name", before_range="range", before_stream="stream_id")
-    return gaps.join(before, on="before_i", how="left").select(
+    before = {"before_name": "name", "before_range": "range", "before_stream": "stream_id"}
+    return intervals(ops, line, before, min_gap_ns=min_gap_ns).select(
         *line,
         gap_ns=pl.col("start_ns") - pl.col("gap_start_ns"),
         gap_start_ns="gap_start_ns",
@@ -78,32 +82,65 @@ def partial(ops: pl.LazyFrame, keys: Sequence[str], *, min_gap_ns: int = MIN_GAP
     )
 
 
+def intervals(ops: pl.LazyFrame, line: list[str], before: dict[str, str], *, min_gap_ns: int = 1) -> pl.LazyFrame:
+    """The idle intervals of at least ``min_gap_ns`` on each timeline (``line``), one row each: the
+    operation that ends it, with all its columns, ``gap_start_ns`` (where the timeline went idle),
+    and the columns of the operation that held it busy until then, named as ``before`` maps them
+    (output name -> column). ``gaps`` and ``idle`` both find their intervals here."""
+    ordered = ops.sort([*line, "start_ns", "end_ns"], nulls_last=True).with_row_index("i")
+    # The operation holding the timeline busy so far: the latest to reach the running maximum end.
+    holder = pl.when(pl.col("end_ns") == pl.col("end_ns").cum_max()).then(pl.col("i")).forward_fill()
+    marked = ordered.with_columns(
+        gap_start_ns=pl.col("end_ns").cum_max().shift(1).over(line),
+        before_i=holder.shift(1).over(line),
+    )
+    found = marked.filter(pl.col("start_ns") - pl.col("gap_start_ns") >= min_gap_ns)
+    return found.join(ordered.select(before_i="i", **before), on="before_i", how="left")
+
+
+def holding(ops: pl.DataFrame, line: list[str]) -> pl.DataFrame:
+    """The operation holding each timeline busy at the end of ``ops``: the next slice's first gap
+    starts at its end."""
+    ordered = ops.sort([*line, "start_ns", "end_ns"], nulls_last=True)
+    busy = ordered.filter(pl.col("end_ns") == pl.col("end_ns").cum_max().over(line))
+    return busy.group_by(line, maintain_order=True).last().select(ops.columns)
+
+
 def split(ops: pl.LazyFrame, keys: Sequence[str]) -> tuple[pl.LazyFrame, None]:
     """One piece of the operations: its rows to be ordered by ``start_ns``, and nothing else."""
     return ops, None
 
 
-def window(ops: pl.DataFrame, keys: Sequence[str], state, *, min_gap_ns: int = MIN_GAP_NS):
+def start(sides: list, keys: Sequence[str]) -> Fold:
+    """The fold's first state: no gaps, no operation held."""
+    return Fold()
+
+
+def window(ops: pl.DataFrame, keys: Sequence[str], state: Fold, *, min_gap_ns: int = MIN_GAP_NS) -> Fold:
     """The gaps of one slice of the operations, which all start after the previous slices':
-    ``state`` is (the gaps so far, the operation holding each timeline busy at the slice's
-    start). The holder sorts before the slice's operations, so it closes the first gap."""
-    found, held = state if state is not None else ([], None)
-    ops = ops if held is None else pl.concat([held, ops], how="vertical_relaxed")
+    ``state`` holds the gaps so far (``found``) and the operation holding each timeline busy at
+    the slice's start (``held``). The holder sorts before the slice's operations, so it closes
+    the first gap."""
+    ops = ops if state.held is None else pl.concat([state.held, ops], how="vertical_relaxed")
     gaps = partial(ops.lazy(), keys, min_gap_ns=min_gap_ns)
     # Names held once; and copied out of the slice (its few rows can be views of the slice's
     # columns, which would otherwise stay in memory until the end, slice after slice).
-    found.append(gaps.with_columns(pl.col(pl.String).cast(pl.Categorical)).collect().shrink_to_fit())
-    line = timeline(keys)
-    ordered = ops.sort([*line, "start_ns", "end_ns"], nulls_last=True)
-    busy = ordered.filter(pl.col("end_ns") == pl.col("end_ns").cum_max().over(line))
-    return found, busy.group_by(line, maintain_order=True).last().select(ops.columns)
+    state.found.append(gaps.with_columns(pl.col(pl.String).cast(pl.Categorical)).collect().shrink_to_fit())
+    return Fold(state.found, holding(ops, timeline(keys)))
 
 
-def close(state, sides, keys: Sequence[str]) -> pl.LazyFrame:
+def close(state: Fold, sides: list, keys: Sequence[str]) -> pl.LazyFrame:
     """The partial table of all slices."""
-    return pl.concat(state[0], how="diagonal_relaxed").lazy()
+    return pl.concat(state.found, how="diagonal_relaxed").lazy()
 
 
 def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
     line = timeline(keys)
     return partials.select(*line, *COLUMNS).sort(["gap_ns", *line, "gap_start_ns"], descending=[True] + [False] * (len(line) + 1))
+
+
+def chart(table: pl.DataFrame):
+    """The ``--chart`` of the table (``render.view_charts.gaps``)."""
+    from ..render import view_charts
+
+    return view_charts.gaps(table)

@@ -11,14 +11,33 @@ several exports merge exactly and the bins are drawn over the merged extremes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import polars as pl
 
 from ..read import frames as events
 from . import View
 from . import stats as metrics
+from .contract import option
 
-VIEW = View("hist", "duration histogram per kernel (or per range)", splittable=True)
+VIEW = View("hist", "duration histogram per kernel (or per range)", splittable=True, twin="cuda_gpu_kern_hist recipe", top="name")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of ``hist``."""
+
+    of: Literal["kernels", "ranges"] = option(
+        "kernels", "--of", "Of each kernel, or of each NVTX range's instances by the GPU time they project."
+    )
+    names: Literal["short", "demangled", "op"] = option(
+        "demangled",
+        "--names",
+        "Kernel names: demangled (with templates) or short (base name); op: demangled, with range names "
+        "without PyTorch's per-call ids (seq, op_id, sizes).",
+    )
+
 
 BINS = 10
 COLUMNS = ("name", "bin", "bin_min_ns", "bin_max_ns", "instances", "share")
@@ -137,3 +156,10 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
 
 def _as_text(column: str, dtype: pl.DataType) -> pl.Expr:
     return pl.col(column).cast(pl.String) if isinstance(dtype, (pl.Categorical, pl.Enum)) else pl.col(column)
+
+
+def chart(table: pl.DataFrame):
+    """The ``--chart`` of the table (``render.view_charts.hist``)."""
+    from ..render import view_charts
+
+    return view_charts.hist(table)

@@ -23,13 +23,28 @@ timeline busy, as ``gaps`` does, and keeps only totals and its N longest interva
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import polars as pl
 
 from . import View
-from .gaps import timeline
+from .contract import Fold, option
+from .gaps import holding, intervals, timeline
 
-VIEW = View("idle", "GPU idle time by cause, or the longest idle intervals", ordered=True)
+VIEW = View(
+    "idle",
+    "GPU idle time by cause, or the longest idle intervals",
+    ordered=True,
+    twin="gpu_gaps recipe (the intervals)",
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of ``idle``."""
+
+    longest: int = option(0, "--longest", "List the N longest idle intervals of each device instead.", at="partial")
+
 
 CAUSES = ("sync", "host", "memory", "other")
 COLUMNS = ("cause", "intervals", "total_ns", "idle_pct", "longest_ns", "longest_start_ns")
@@ -80,12 +95,22 @@ def split(rows: pl.LazyFrame, keys: Sequence[str]) -> tuple[pl.LazyFrame, pl.Laz
     return ops, calls
 
 
-def start(sides, keys: Sequence[str]):
+@dataclass
+class IdleFold(Fold):
+    """The fold's state: the partials so far and the operation holding each timeline busy
+    (``Fold``), the blocking calls in order of start, and those that earlier slices passed
+    (``near``): how many, and each thread's last of them."""
+
+    calls: pl.DataFrame | None = None
+    passed: tuple[int, pl.DataFrame | None] = (0, None)
+
+
+def start(sides: list, keys: Sequence[str]) -> IdleFold:
     """The fold's first state: no partials, no operation held, the blocking calls in order of
     start, and none of them passed yet (``near``)."""
     calls = pl.concat(sides, how="vertical_relaxed") if sides else pl.DataFrame(schema=dict.fromkeys(CALL, pl.Int64))
     calls = calls.with_columns(pl.col("call").cast(pl.String)).unique().sort("call_start_ns", "global_tid", "call_end_ns", "call")
-    return [], None, calls, (0, calls.clear())
+    return IdleFold(calls=calls, passed=(0, calls.clear()))
 
 
 def near(calls: pl.DataFrame, passed, first: int, last: int):
@@ -140,15 +165,8 @@ def classify(gaps: pl.LazyFrame, calls: pl.DataFrame) -> pl.LazyFrame:
 
 
 def gaps_of(ops: pl.LazyFrame, line: list[str]) -> pl.LazyFrame:
-    """Every idle interval of each timeline, with the operations before and after it."""
-    ordered = ops.sort([*line, "start_ns", "end_ns"], nulls_last=True).with_row_index("i")
-    holder = pl.when(pl.col("end_ns") == pl.col("end_ns").cum_max()).then(pl.col("i")).forward_fill()
-    marked = ordered.with_columns(
-        gap_start_ns=pl.col("end_ns").cum_max().shift(1).over(line), before_i=holder.shift(1).over(line)
-    )
-    found = marked.filter(pl.col("start_ns") > pl.col("gap_start_ns"))
-    before = ordered.select(before_i="i", before="name")
-    return found.join(before, on="before_i", how="left").select(
+    """Every idle interval of each timeline (``gaps.intervals``), with the operations before and after it."""
+    return intervals(ops, line, {"before": "name"}).select(
         *line,
         "gap_start_ns",
         "before",
@@ -164,11 +182,10 @@ def gaps_of(ops: pl.LazyFrame, line: list[str]) -> pl.LazyFrame:
     )
 
 
-def window(ops: pl.DataFrame, keys: Sequence[str], state, *, longest: int = 0):
+def window(ops: pl.DataFrame, keys: Sequence[str], state: IdleFold, *, longest: int = 0) -> IdleFold:
     """One slice of the operations, after the previous slices': its gaps, classified, as totals
-    per cause (or its ``longest`` gaps per timeline). ``state``: (partials so far, the operation
-    holding each timeline busy, the blocking calls, the calls passed: ``start``)."""
-    found, held, calls, passed = state if state is not None else start([], keys)
+    per cause (or its ``longest`` gaps per timeline), added to ``state`` (``start``)."""
+    found, held, calls, passed = state.found, state.held, state.calls, state.passed
     line = timeline(keys)
     ops = ops.with_columns(pl.col(pl.Categorical).cast(pl.String))
     both = ops if held is None else pl.concat([held, ops], how="vertical_relaxed")
@@ -189,13 +206,11 @@ def window(ops: pl.DataFrame, keys: Sequence[str], state, *, longest: int = 0):
     # Texts as categories: the few rows kept would otherwise point into the slice's string
     # buffers and keep them, slice after slice (11.75 GB at 30M kernels with ``longest=10``).
     found.append(part.with_columns(pl.col(pl.String).cast(pl.Categorical)).collect())
-    ordered = both.sort([*line, "start_ns", "end_ns"], nulls_last=True)
-    busy = ordered.filter(pl.col("end_ns") == pl.col("end_ns").cum_max().over(line))
-    return found, busy.group_by(line, maintain_order=True).last().select(both.columns), calls, passed
+    return IdleFold(found, holding(both, line), calls, passed)
 
 
-def close(state, sides, keys: Sequence[str]) -> pl.LazyFrame:
-    found = state[0] if state is not None else []
+def close(state: IdleFold, sides: list, keys: Sequence[str]) -> pl.LazyFrame:
+    found = state.found
     if not found:
         return pl.LazyFrame(schema={**dict.fromkeys(timeline(keys), pl.Null), "cause": pl.String, "total_ns": pl.Int64})
     return pl.concat(found, how="diagonal_relaxed").lazy()
@@ -227,3 +242,10 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
         .select(*line, *COLUMNS)
         .sort([*line, "total_ns"], descending=[False] * len(line) + [True], nulls_last=True)
     )
+
+
+def chart(table: pl.DataFrame):
+    """The ``--chart`` of the table (``render.view_charts.idle``)."""
+    from ..render import view_charts
+
+    return view_charts.idle(table)

@@ -8,13 +8,38 @@ enclosing range). ``time_pct`` is the share of all kernel time in the table, as 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import polars as pl
 
 from . import View
 from . import stats as metrics
+from .contract import option
 
-VIEW = View("kernels", "kernel time per NVTX range and kernel", splittable=True)
+VIEW = View(
+    "kernels",
+    "kernel time per NVTX range and kernel",
+    splittable=True,
+    twin="nsys stats --report cuda_gpu_kern_sum:nvtx-name",
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of ``kernels``."""
+
+    names: Literal["short", "demangled", "op"] = option(
+        "demangled",
+        "--names",
+        "Kernel names: demangled (with templates) or short (base name); op: demangled, with range names "
+        "without PyTorch's per-call ids (seq, op_id, sizes).",
+    )
+    include_memops: bool = option(False, "--include-memops", "Also report memcpy and memset operations.")
+    nesting: Literal["innermost", "all"] = option(
+        "innermost", "--nesting", "Attribute to the innermost NVTX range, or to every enclosing one."
+    )
+
 
 MEASURED = {"duration_ns": "{}_ns"}
 COLUMNS = ("range", "kernel", "instances", *metrics.timed())
@@ -90,3 +115,10 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
         .sort(["total_ns", *groups], descending=[True] + [False] * len(groups), nulls_last=True)
     )
     return pl.defer(lambda: short_names(table.collect()), schema=table.collect_schema())
+
+
+def chart(table: pl.DataFrame):
+    """The ``--chart`` of the table (``render.view_charts.kernels``)."""
+    from ..render import view_charts
+
+    return view_charts.kernels(table)

@@ -14,14 +14,35 @@ kernel's duration. Percentiles p10, p90 and the median come with each.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import polars as pl
 
 from . import View
 from . import stats as metrics
 from .api import display
+from .contract import option
 
-VIEW = View("launch", "per kernel: launch call and queue time before the kernel starts", splittable=True)
+VIEW = View(
+    "launch",
+    "per kernel: launch call and queue time before the kernel starts",
+    splittable=True,
+    twin="nsys stats --report cuda_kern_exec_sum",
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of ``launch``."""
+
+    names: Literal["short", "demangled", "op"] = option(
+        "demangled",
+        "--names",
+        "Kernel names: demangled (with templates) or short (base name); op: demangled, with range names "
+        "without PyTorch's per-call ids (seq, op_id, sizes).",
+    )
+
 
 MEASURED = {"exec_ns": "exec_{}_ns", "api_ns": "api_{}_ns", "duration_ns": "kernel_{}_ns"}
 QUEUE = {"queue_ns": "queue_{}_ns"}
@@ -75,3 +96,10 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
         .select(*keys, *COLUMNS)
         .sort(["kernel_total_ns", *groups], descending=[True] + [False] * len(groups), nulls_last=True)
     )
+
+
+def chart(table: pl.DataFrame):
+    """The ``--chart`` of the table (``render.view_charts.launch``)."""
+    from ..render import view_charts
+
+    return view_charts.launch(table)

@@ -8,13 +8,25 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import polars as pl
 
 from . import View
 from . import stats as metrics
 
-VIEW = View("memops", "memory operations by kind: bytes, time, bandwidth", splittable=True)
+VIEW = View(
+    "memops",
+    "memory operations by kind: bytes, time, bandwidth",
+    splittable=True,
+    twin="nsys stats --report cuda_gpu_mem_size_sum, cuda_gpu_mem_time_sum",
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """``memops`` takes no options."""
+
 
 MEASURED = {"bytes": "{}_bytes", "duration_ns": "{}_ns"}
 COLUMNS = ("operation", "instances", *metrics.named("{}_bytes", metrics.STATS[:6]), *metrics.timed()[:7], "gb_per_s")
@@ -38,3 +50,10 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
         .select(*keys, *COLUMNS)
         .sort(["total_ns", *groups], descending=[True] + [False] * len(groups), nulls_last=True)
     )
+
+
+def chart(table: pl.DataFrame):
+    """The ``--chart`` of the table (``render.view_charts.memops``)."""
+    from ..render import view_charts
+
+    return view_charts.memops(table)

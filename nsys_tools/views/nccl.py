@@ -12,6 +12,7 @@ split by device or stream (a range is on a host thread). The kernels are read in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -19,7 +20,18 @@ from ..read import names
 from . import View
 from . import stats as metrics
 
-VIEW = View("nccl", "NCCL collectives per device and rank: kernels, time, bytes", splittable=True)
+VIEW = View(
+    "nccl",
+    "NCCL collectives per device and rank: kernels, time, bytes",
+    splittable=True,
+    twin="nccl_sum recipe",
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """``nccl`` takes no options."""
+
 
 MEASURED = {"duration_ns": "{}_ns"}
 COLUMNS = ("collective", "instances", *metrics.timed(), "bytes")
@@ -87,3 +99,10 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
         .select(*keys, *COLUMNS)
         .sort(["total_ns", *groups], descending=[True] + [False] * len(groups), nulls_last=True)
     )
+
+
+def chart(table: pl.DataFrame):
+    """The ``--chart`` of the table (``render.view_charts.nccl``)."""
+    from ..render import view_charts
+
+    return view_charts.nccl(table)

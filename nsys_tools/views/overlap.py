@@ -13,14 +13,29 @@ within each step.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import polars as pl
 
 from . import View
 from . import utilization as U
+from .contract import Fold, option
 from .gaps import timeline
 
-VIEW = View("overlap", "NCCL time hidden behind compute, and exposed, per step", ordered=True)
+VIEW = View(
+    "overlap",
+    "NCCL time hidden behind compute, and exposed, per step",
+    ordered=True,
+    twin="nccl_gpu_overlap_trace recipe",
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of ``overlap``."""
+
+    step: str = option("*step*", "--step", "The NVTX range of one training step (a glob).")
+
 
 STEP = ("step", "step_start_ns")
 COLUMNS = ("step", "step_start_ns", "start_ns", "end_ns", "compute_ns", "nccl_ns", "overlapped_ns", "exposed_ns", "overlap_pct")
@@ -62,11 +77,15 @@ def split(ops: pl.LazyFrame, keys: Sequence[str]):
     return ops, None
 
 
-def window(ops: pl.DataFrame, keys: Sequence[str], state):
+def start(sides: list, keys: Sequence[str]) -> Fold:
+    return U.start(sides, _keys(keys))
+
+
+def window(ops: pl.DataFrame, keys: Sequence[str], state: Fold) -> Fold:
     return U.window(ops, _keys(keys), state)
 
 
-def close(state, sides, keys: Sequence[str]) -> pl.LazyFrame:
+def close(state: Fold, sides: list, keys: Sequence[str]) -> pl.LazyFrame:
     return U.close(state, sides, _keys(keys))
 
 
@@ -87,3 +106,10 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
         .select(*out, *COLUMNS)
         .sort([*out, "start_ns"], nulls_last=True)
     )
+
+
+def chart(table: pl.DataFrame):
+    """The ``--chart`` of the table (``render.view_charts.overlap``)."""
+    from ..render import view_charts
+
+    return view_charts.overlap(table)

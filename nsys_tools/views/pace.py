@@ -11,14 +11,33 @@ Instances are ordered within each export (their clock); give several exports ``-
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import polars as pl
 
 from . import View
 from . import stats as metrics
+from .contract import option
 from .hist import projected
 
-VIEW = View("pace", "instances in order: interval, gap, drift")
+VIEW = View("pace", "instances in order: interval, gap, drift", twin="cuda_gpu_kern_pace, nvtx_gpu_proj_pace recipes", top="name")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of ``pace``."""
+
+    of: Literal["kernels", "ranges"] = option(
+        "kernels", "--of", "Of each kernel, or of each NVTX range's instances by the GPU time they project."
+    )
+    names: Literal["short", "demangled", "op"] = option(
+        "demangled",
+        "--names",
+        "Kernel names: demangled (with templates) or short (base name); op: demangled, with range names "
+        "without PyTorch's per-call ids (seq, op_id, sizes).",
+    )
+
 
 COLUMNS = ("name", "instance", "start_ns", "duration_ns", "interval_ns", "gap_ns", "drift_ns")
 
@@ -48,3 +67,10 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
     steady = pl.col("start_ns").first() + (pl.col("instance") - 1) * pl.col("interval_ns").median()
     paced = paced.with_columns(drift_ns=(pl.col("start_ns") - steady).over(groups)).collect()
     return metrics.decoded(paced, names).select(*keys, *COLUMNS).lazy()
+
+
+def chart(table: pl.DataFrame):
+    """The ``--chart`` of the table (``render.view_charts.pace``)."""
+    from ..render import view_charts
+
+    return view_charts.pace(table)

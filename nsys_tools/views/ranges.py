@@ -19,14 +19,27 @@ them either). With ``--by device`` an instance is projected on each device separ
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import polars as pl
 
 from ..read import frames as events
 from . import View
 from . import stats as metrics
+from .contract import Fold
 
-VIEW = View("ranges", "GPU time projected per NVTX range, and its CPU time", ordered=True)
+VIEW = View(
+    "ranges",
+    "GPU time projected per NVTX range, and its CPU time",
+    ordered=True,
+    twin="nsys stats --report nvtx_gpu_proj_sum",
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """``ranges`` takes no options."""
+
 
 NAME = ("domain", "range", "style")
 MEASURED = {"proj_ns": "proj_{}_ns"}
@@ -187,10 +200,16 @@ def split(pairs: pl.LazyFrame, keys: Sequence[str]) -> tuple[pl.LazyFrame, pl.La
     return rows, ancestry(pairs).join(pairs.select(INSTANCE).unique(), on="range_instance")
 
 
-def window(pairs: pl.DataFrame, keys: Sequence[str], state: pl.DataFrame | None) -> pl.DataFrame:
-    """Per instance, the aggregates so far (``state``) merged with one slice's."""
-    if state is not None and pairs.is_empty():
+def start(sides: list, keys: Sequence[str]) -> Fold:
+    """The fold's first state: no instance seen."""
+    return Fold()
+
+
+def window(pairs: pl.DataFrame, keys: Sequence[str], state: Fold) -> Fold:
+    """Per instance, the aggregates so far (``state.held``) merged with one slice's."""
+    if state.held is not None and pairs.is_empty():
         return state
+    state = state.held
     group = [*keys, "range_instance"]
     lazy = pairs.lazy()
     if state is not None:
@@ -207,13 +226,13 @@ def window(pairs: pl.DataFrame, keys: Sequence[str], state: pl.DataFrame | None)
             .group_by(group)
             .agg(pl.col("start_ns").min(), pl.col("end_ns").max(), pl.col("busy_ns", "ops").sum())
         )
-    return part.collect()
+    return Fold(held=part.collect())
 
 
-def close(state: pl.DataFrame, sides: list[pl.DataFrame], keys: Sequence[str]) -> pl.LazyFrame:
+def close(state: Fold, sides: list[pl.DataFrame], keys: Sequence[str]) -> pl.LazyFrame:
     """The partial table from every slice's aggregates and every piece's ancestry."""
     ancestors = pl.concat(sides, how="vertical_relaxed").lazy().unique("range_instance")
-    instances = state.lazy().join(ancestors.select(INSTANCE), on="range_instance")
+    instances = state.held.lazy().join(ancestors.select(INSTANCE), on="range_instance")
     return _summed(instances, ancestors, keys)
 
 
@@ -226,3 +245,10 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
         .select(*keys, *COLUMNS)
         .sort(["proj_total_ns", *groups], descending=[True] + [False] * len(groups), nulls_last=True)
     )
+
+
+def chart(table: pl.DataFrame):
+    """The ``--chart`` of the table (``render.view_charts.ranges``)."""
+    from ..render import view_charts
+
+    return view_charts.ranges(table)

@@ -30,15 +30,41 @@ GPU: ``PEAKS``); a GPU without a known peak is refused rather than guessed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import polars as pl
 
 from ..errors import UsageError
 from . import View
 from . import utilization as U
+from .contract import OptionError, option
 from .idle import BLOCKING_LIKE, blocking, classify, gaps_of
 
 VIEW = View("steps", "per rank, device and step: busy, compute, NCCL exposed, memory, idle by cause, phase")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of ``steps``."""
+
+    step: str = option(
+        "",
+        "--step",
+        "The NVTX range of one training step (a glob); none: ranges named like steps, else a repeating range or kernel sequence.",
+    )
+    warmup: float = option(1.5, "--warmup", "Leading steps above this many times the median are warm-up.", at="partial", min=1)
+    slow: float = option(1.15, "--slow", "Steady steps above this many times the steady median are slow.", at="partial", min=1)
+    flops_per_step: float = option(
+        0.0, "--flops-per-step", "FLOPs one rank does per step, for TFLOP/s and MFU (0: none).", at="partial", min=0
+    )
+    peak_tflops: float = option(
+        0.0,
+        "--peak-tflops",
+        "The GPU's peak TFLOP/s (0: the datasheet's dense BF16 peak of a known GPU).",
+        at="partial",
+        min=0,
+    )
+
 
 LINE = ["pid", "gpu_id"]
 CAUSES = ("host", "sync", "memory")
@@ -194,8 +220,9 @@ def clip(intervals: pl.LazyFrame, windows: pl.DataFrame, keep: Sequence[str]) ->
     return placed.select(*keep, "w", ns=ns).filter(pl.col("ns") > 0)
 
 
-def read(trace, by: Sequence[str], *, step: str | None = None) -> pl.LazyFrame:
+def read(trace, by: Sequence[str], *, step: str = "") -> pl.LazyFrame:
     """Each step's figures on each device of its rank (before phases, skew and rates)."""
+    step = step or None
     ops = trace.gpu_ops(attributed=True, ranges=False, columns=OP_COLUMNS).collect()
     ops = ops.with_columns(pl.col(pl.Categorical).cast(pl.String), pl.col("pid").cast(pl.Int64)).filter(
         pl.col("pid").is_not_null()
@@ -282,10 +309,11 @@ def partial(
     *,
     warmup: float = WARMUP,
     slow: float = SLOW,
-    flops_per_step: float | None = None,
-    peak_tflops: float | None = None,
+    flops_per_step: float = 0.0,
+    peak_tflops: float = 0.0,
 ) -> pl.LazyFrame:
     """The export's steps, carrying the thresholds and the rate's inputs for ``finalize``."""
+    flops_per_step, peak_tflops = flops_per_step or None, peak_tflops or None
     if flops_per_step is not None and peak_tflops is None:
         names = rows.select("gpu_name").unique().collect().to_series().drop_nulls().to_list()
         unknown = [n for n in names if peak(n) is None]
@@ -342,3 +370,21 @@ def thresholds(warmup: float = WARMUP, slow: float = SLOW) -> str:
         f"warm-up: the leading steps above {warmup:g}x the rank's median step; "
         f"slow: steady steps above {slow:g}x the steady median"
     )
+
+
+def check_options(options: dict) -> None:
+    if options.get("peak_tflops") and not options.get("flops_per_step"):
+        raise OptionError("--peak-tflops", "a peak is for MFU: give --flops-per-step too")
+
+
+def note(table: pl.DataFrame, *, warmup: float = WARMUP, slow: float = SLOW, **options) -> str:
+    """Where the steps came from, and the phases' rule."""
+    sources = "; ".join(sorted(set(table["source"])))
+    return f"steps are {sources}; {thresholds(warmup, slow)}"
+
+
+def chart(table: pl.DataFrame):
+    """The ``--chart`` of the table (``render.view_charts.steps``)."""
+    from ..render import view_charts
+
+    return view_charts.steps(table)

@@ -12,12 +12,22 @@ the steps (and in at least two).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import polars as pl
 
 from . import View
+from .contract import option
 
 VIEW = View("stragglers", "per step: the slowest rank and by how much")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of ``stragglers``."""
+
+    step: str = option("*step*", "--step", "The NVTX range of one training step (a glob).")
+
 
 RANK = ("pid", "process_name")
 COLUMNS = (
@@ -79,3 +89,10 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
         .select(*groups, *COLUMNS)
         .sort([*groups, "step_index"])
     )
+
+
+def chart(table: pl.DataFrame):
+    """The ``--chart`` of the table (``render.view_charts.stragglers``)."""
+    from ..render import view_charts
+
+    return view_charts.stragglers(table)

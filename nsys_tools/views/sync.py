@@ -8,6 +8,7 @@ wall time the calling threads spent blocked, from their first CUDA call to their
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -15,7 +16,19 @@ from . import View
 from . import stats as metrics
 from .api import display
 
-VIEW = View("sync", "blocking synchronization calls and what they cost", splittable=True)
+VIEW = View(
+    "sync",
+    "blocking synchronization calls and what they cost",
+    splittable=True,
+    twin="cuda_api_sync recipe",
+    by=("process",),
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """``sync`` takes no options."""
+
 
 MEASURED = {"duration_ns": "{}_ns"}
 COLUMNS = ("api", "instances", *metrics.timed(), "threads", "thread_pct")
@@ -71,3 +84,10 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
         .select(*keys, *COLUMNS)
         .sort(["total_ns", *groups], descending=[True] + [False] * len(groups), nulls_last=True)
     )
+
+
+def chart(table: pl.DataFrame):
+    """The ``--chart`` of the table (``render.view_charts.sync``)."""
+    from ..render import view_charts
+
+    return view_charts.sync(table)

@@ -19,13 +19,28 @@ disjoint pieces, which sum across slices, pieces and exports.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import polars as pl
 
 from . import View
+from .contract import Fold, option
 from .gaps import timeline
 
-VIEW = View("utilization", "per device: busy, compute, communication, memory, idle", ordered=True)
+VIEW = View(
+    "utilization",
+    "per device: busy, compute, communication, memory, idle",
+    ordered=True,
+    twin="gpu_time_util, cuda_gpu_time_util_map recipes",
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of ``utilization``."""
+
+    bin_ns: int = option(0, "--window", "One row per window of this length (10ms); 0: the whole run.", at="partial", parse="time")
+
 
 # Classes in order of precedence; level L of the union holds the classes up to L (0: compute;
 # 1: compute and communication; 2: all), and level 3 communication alone (for ``overlap``).
@@ -80,11 +95,16 @@ def union_pieces(ops: pl.LazyFrame, line: list[str], level: int, carried: pl.Laz
     return ordered.select(*line, level=pl.lit(level, pl.Int8), lo=lo, hi="end_ns").filter(pl.col("hi") > pl.col("lo"))
 
 
-def window(ops: pl.DataFrame, keys: Sequence[str], state, *, bin_ns: int = 0):
+def start(sides: list, keys: Sequence[str]) -> Fold:
+    """The fold's first state: no pieces, no union yet."""
+    return Fold()
+
+
+def window(ops: pl.DataFrame, keys: Sequence[str], state: Fold, *, bin_ns: int = 0) -> Fold:
     """One slice of the operations (all starting after the previous slices'): its new union
-    pieces, binned, and its span; ``state`` is (partials so far, the union's end per timeline
-    and level)."""
-    found, carried = state if state is not None else ([], None)
+    pieces, binned, and its span, added to ``state``: the partials so far (``found``) and the
+    union's end per timeline and level (``held``)."""
+    found, carried = state.found, state.held
     line = timeline(keys)
     lazy = ops.lazy()
     pieces = pl.concat([union_pieces(lazy, line, level, None if carried is None else carried.lazy()) for level in range(LEVELS)])
@@ -105,22 +125,22 @@ def window(ops: pl.DataFrame, keys: Sequence[str], state, *, bin_ns: int = 0):
     ends = ends.group_by(*line, "level").agg(carry_ns=pl.col("end_ns").max())
     if carried is not None:
         ends = pl.concat([carried.lazy(), ends]).group_by(*line, "level").agg(pl.col("carry_ns").max())
-    return found, ends.collect()
+    return Fold(found, ends.collect())
 
 
 def split(ops: pl.LazyFrame, keys: Sequence[str]) -> tuple[pl.LazyFrame, None]:
     return ops, None
 
 
-def close(state, sides, keys: Sequence[str]) -> pl.LazyFrame:
-    if state is None:
+def close(state: Fold, sides: list, keys: Sequence[str]) -> pl.LazyFrame:
+    if not state.found:
         return pl.LazyFrame()
-    return pl.concat(state[0], how="diagonal_relaxed").lazy()
+    return pl.concat(state.found, how="diagonal_relaxed").lazy()
 
 
 def partial(ops: pl.LazyFrame, keys: Sequence[str], *, bin_ns: int = 0) -> pl.LazyFrame:
     """The union pieces of all the operations at once: one slice."""
-    return close(window(ops.collect(), keys, None, bin_ns=bin_ns), [], keys)
+    return close(window(ops.collect(), keys, Fold(), bin_ns=bin_ns), [], keys)
 
 
 def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
@@ -166,3 +186,10 @@ def levels(partials: pl.LazyFrame, line: list[str]) -> pl.LazyFrame:
     table = rows.join(busy, on=[*line, "key_ns"], how="left", nulls_equal=True)
     table = table.with_columns(pl.col("l0", "l1", "l2", "l3").fill_null(0))
     return table
+
+
+def chart(table: pl.DataFrame):
+    """The ``--chart`` of the table (``render.view_charts.utilization``)."""
+    from ..render import view_charts
+
+    return view_charts.utilization(table)
