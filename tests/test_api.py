@@ -4,6 +4,7 @@ notebook-style example run as written."""
 
 from __future__ import annotations
 
+import inspect
 import re
 import runpy
 import sys
@@ -118,8 +119,34 @@ def test_the_package_is_typed():
     assert hints["return"] == "Trace" and "path" in hints
     from nsys_tools.facade import Trace
 
-    for name in (*FRAMES, "view"):
+    for name in FRAMES:
         assert getattr(Trace, name).__annotations__["return"] == "pl.LazyFrame", name
+    assert Trace.view.fget.__annotations__["return"] == "Views"
+
+
+def test_each_view_is_a_typed_method_made_from_its_options():
+    """``trace.view.NAME``: one method per registered view, its keywords the view's Options with
+    their defaults; the table comes back lazily and equals the report's."""
+    trace = nsys_tools.open(MULTI)
+    assert set(views.names()) <= set(dir(trace.view))
+    for name in views.names():
+        params = inspect.signature(getattr(trace.view, name)).parameters
+        assert list(params) == ["by", "window", *(o.name for o in views.spec(name).options)], name
+        assert [params[o.name].default for o in views.spec(name).options] == [o.default for o in views.spec(name).options]
+    windows = trace.view.utilization(bin_ns="10ms", by=["device"])
+    assert isinstance(windows, pl.LazyFrame)
+    expected = view_table([MULTI], "utilization", by=["device"], bin_ns=10_000_000)
+    assert_frame_equal(windows.collect(), expected) and expected["start_ns"].n_unique() > 2
+    assert_frame_equal(trace.view.idle(longest=3).collect(), trace.view("idle", longest=3).collect())
+    assert trace.view.idle(longest=3).collect().height == 6  # 3 per GPU
+    with pytest.raises(TypeError, match="min_gap_ns"):
+        trace.view.kernels(min_gap_ns=5)
+    with pytest.raises(ValueError, match="below 0"):
+        trace.view.idle(longest=-1)
+    with pytest.raises(ValueError, match="not one of"):
+        trace.view.kernels(names="long")
+    with pytest.raises(AttributeError, match="no view 'nope'"):
+        trace.view.nope  # noqa: B018
 
 
 def test_the_python_api_guide_runs(monkeypatch, capsys):

@@ -148,5 +148,9 @@ def test_a_toy_view_joins_the_command_line_with_its_option_and_chart(toy, fixtur
         "memset,24," + str(views.table(Trace(open_export(path)), "ops", kind="memset")["total_ns"].item())
     ]
     assert "vegaEmbed" in (tmp_path / "o.html").read_text()
+    # The Python API has its method, with its option.
+    import nsys_tools
+
+    assert nsys_tools.open(path).view.ops(kind="memset").collect()["ops"].to_list() == [24]
     res = runner.invoke(command, ["report", str(path), "--kind", "memset"])
     assert res.exit_code == 2 and "Invalid value for --kind: applies to --view ops, not --view kernels" in res.stderr

@@ -30,7 +30,7 @@ class Options:
     """The options of ``gaps``."""
 
     min_gap_ns: int = option(
-        100_000, "--min-gap", "The shortest idle interval reported, in µs (default 100).", at="partial", parse="us"
+        100_000, "--min-gap", "The shortest idle interval reported, in µs (default 100).", at="partial", parse="us", min=0
     )
 
 

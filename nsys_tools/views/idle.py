@@ -43,7 +43,7 @@ VIEW = View(
 class Options:
     """The options of ``idle``."""
 
-    longest: int = option(0, "--longest", "List the N longest idle intervals of each device instead.", at="partial")
+    longest: int = option(0, "--longest", "List the N longest idle intervals of each device instead.", at="partial", min=0)
 
 
 CAUSES = ("sync", "host", "memory", "other")
@@ -226,7 +226,7 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
     line = timeline(keys)
     names = partials.collect_schema().names()
     if "listed" in names:
-        n = partials.select(pl.col("listed").max()).collect().item()
+        n = partials.select(pl.col("listed").max()).collect().item() or 0  # no rows: none listed
         ranked = partials.sort("gap_ns", "gap_start_ns", descending=[True, False], nulls_last=True)
         return ranked.group_by(line, maintain_order=True).head(n).select(*line, *LISTED)
     if "intervals" not in names:

@@ -39,7 +39,9 @@ VIEW = View(
 class Options:
     """The options of ``utilization``."""
 
-    bin_ns: int = option(0, "--window", "One row per window of this length (10ms); 0: the whole run.", at="partial", parse="time")
+    bin_ns: int = option(
+        0, "--window", "One row per window of this length (10ms); 0: the whole run.", at="partial", parse="time", min=0
+    )
 
 
 # Classes in order of precedence; level L of the union holds the classes up to L (0: compute;
