@@ -8,6 +8,9 @@ from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.read.window import WindowSpec
+from nsys_tools.render.tables import escape
+from nsys_tools.rules import diagnose
+from nsys_tools.rules.context import Run
 from nsys_tools.run.report import view_table
 from nsys_tools.study.summary import findings, summary, tables
 
@@ -24,9 +27,12 @@ def test_the_summary_fits_an_issue_comment_and_names_its_figures():
     idle_ns = util["idle_ns"].sum()
     host = idle.filter(pl.col("cause") == "host")["total_ns"].sum()
     assert len(text) < 6000 and len(text.splitlines()) < 60
-    first = text.split("**Look at first:**")[1].split("**Devices**")[0]
-    assert f"1. GPUs idle {100 * idle_ns / util['span_ns'].sum():.1f}% of their span ({idle_ns / 1e6:,.2f} ms)" in first
-    assert f"the top cause is **host**: {host / 1e6:,.2f} ms" in first and first.count("\n1. ") + first.count("\n2. ") == 2
+    first = text.split("**Look at first:**")[1].split("**Steps**")[0]
+    # the three largest findings of diagnose, in its order
+    top = diagnose(Run([MULTI]))[:3]
+    assert first.strip().splitlines() == [f"{i}. {escape(f.title)} (`{f.rule}`)" for i, f in enumerate(top, 1)]
+    assert any(f.rule == "setup" for f in top)  # the 12.8 ms setup and the 251 ms first step, not lumped into idle
+    assert f"| host | 124 | {host / 1e6:,.2f} ms | {100 * host / idle_ns:.1f}% |" in text
     assert "| 0 NVIDIA H200 | 274.03 ms |" in text and "**NCCL exposed time:** none" in text
     for row in util.iter_rows(named=True):
         assert f"{row['busy_pct']:.1f}% | {row['compute_pct']:.1f}%" in text
@@ -71,7 +77,20 @@ def test_the_summary_of_the_nccl_run_names_exposed_communication_and_the_top_idl
         f"most in one step: {worst['step']} on GPU {worst['gpu_id']}, {worst['exposed_ns'] / 1e6:,.2f} ms"
     )
     top = idle.sort("total_ns", descending=True).row(0, named=True)
-    assert f"the top cause is **{top['cause']}**: {top['total_ns'] / 1e6:,.2f} ms" in text
+    assert f"| {top['cause']} | " in text.split("**Idle time by cause**")[1].splitlines()[4]
     # A share that rounds to 0.0% but is not nothing says so in the devices table.
     assert f"| <0.1% | {util['memory_pct'][0]:.1f}% |" in text
     assert "**NCCL exposed time:** none (no NCCL kernel in the run)" in summary([MULTI])
+
+
+def test_the_steps_section_gives_setup_warmup_and_mfu():
+    text = summary([MULTI], steps={"flops_per_step": 1e12})
+    steps = view_table([MULTI], "steps", flops_per_step=1e12)
+    for pid in (1426, 1427):
+        own = steps.filter((pl.col("pid") == pid) & (pl.col("phase") == "steady"))
+        setup = steps.filter((pl.col("pid") == pid) & (pl.col("step") == 0))["duration_ns"].item()
+        mfu = own["mfu_pct"].median()
+        assert (
+            f"| {pid} | 4 | {setup / 1e6:,.2f} ms | 1 | {own['duration_ns'].median() / 1e6:,.2f} ms | 1 | "
+            f"{own['tflops'].median():,.1f} TFLOP/s, {mfu:.1f}% MFU |"
+        ) in text

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import _output, _read_by, _write, app, friendly, stderr
+from .options import SlowOption, StepOption, WarmupOption
 
 
 class DiagnoseFormat(str, Enum):
@@ -34,6 +35,9 @@ def diagnose(
     fmt: Annotated[DiagnoseFormat, typer.Option("--format", "-f", help="markdown, json, or csv (one rule's rows).")] = (
         DiagnoseFormat.markdown
     ),
+    step: StepOption = None,
+    warmup: WarmupOption = None,
+    slow: SlowOption = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """Ranked findings: what cost the run time, where, the rows behind it, and what to try.
@@ -54,7 +58,7 @@ def diagnose(
         raise typer.BadParameter("csv holds one rule's rows: give exactly one --rule", param_hint="--format")
     files = expand_inputs(paths)
     target = _output(output, _read_by(files))
-    run = Run(files)
+    run = Run(files, {k: v for k, v in {"step": step, "warmup": warmup, "slow": slow}.items() if v is not None})
     if fmt is DiagnoseFormat.csv:
         ((spec, options),) = chosen
         _write(_rows_csv(run, spec, options, files), target)
@@ -66,6 +70,10 @@ def diagnose(
     if not found:
         looked = ", ".join(s.name for s, _ in chosen) or f"all {len(R.names())} rules"
         stderr.print(f"No findings: {looked} found nothing worth a look in {len(files)} export(s).", markup=False)
+    if not run.steps.is_empty():
+        from ..views.steps import note
+
+        stderr.print(f"Note: {note(run.steps, **run.step_options)}.", markup=False)
     _write(R.as_json(found) if fmt is DiagnoseFormat.json else R.markdown(found), target)
 
 

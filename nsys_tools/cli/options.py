@@ -148,3 +148,34 @@ Declared = Enum("Declared", {p: p for p in (*OUTPUT_POLICIES, "unknown")}, type=
 
 def _items(text: str | None) -> list[str]:
     return [s.strip() for s in (text or "").split(",") if s.strip()]
+
+
+# The step model (views.steps) as summary and diagnose take it (report --view steps: the view's own options).
+StepOption = Annotated[
+    Optional[str],
+    typer.Option(
+        help="The NVTX range of one training step (a glob; default: ranges named like steps, a repeating range, or kernels)."
+    ),
+]
+WarmupOption = Annotated[
+    Optional[float],
+    typer.Option(
+        min=1, help="Steps: leading steps above this many times the rank's median step are warm-up (1.5).", show_default=False
+    ),
+]
+SlowOption = Annotated[
+    Optional[float],
+    typer.Option(min=1, help="Steps: steady steps above this many times the steady median are slow (1.15).", show_default=False),
+]
+FlopsOption = Annotated[
+    Optional[float],
+    typer.Option(min=0, help="Steps: the FLOPs one rank does in a step, for achieved TFLOP/s and MFU.", show_default=False),
+]
+PeakOption = Annotated[
+    Optional[float],
+    typer.Option(
+        min=0,
+        help="Steps: the GPU's peak TFLOP/s for MFU (default: the dense BF16 datasheet peak of a known GPU).",
+        show_default=False,
+    ),
+]

@@ -27,13 +27,18 @@ from .app import (
 )
 from .generated import Generated, ViewCommand, flags_given, given_options, view_choice, view_help, view_parameters
 from .options import (
+    FlopsOption,
     FromOption,
     MergeOption,
+    PeakOption,
     ReexportOption,
     SkipFirstOption,
+    SlowOption,
+    StepOption,
     StrictOption,
     ToOption,
     ViewFormat,
+    WarmupOption,
     WithinOption,
     _by,
     _window,
@@ -416,6 +421,11 @@ def summary(
     within: WithinOption = None,
     skip_first: SkipFirstOption = 0,
     merge: MergeOption = False,
+    step: StepOption = None,
+    warmup: WarmupOption = None,
+    slow: SlowOption = None,
+    flops_per_step: FlopsOption = None,
+    peak_tflops: PeakOption = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """One markdown screen for a whole run: devices with utilization, what to look at first,
@@ -426,7 +436,10 @@ def summary(
 
     window, _ = _window(time_from, time_to, within, skip_first, None)
     target = _output(output, _read_by(expand_inputs(paths)))
-    _write(compose(paths, window=window, merge=merge), target)
+    if peak_tflops is not None and flops_per_step is None:
+        raise typer.BadParameter("a peak is for MFU: give --flops-per-step too", param_hint="--peak-tflops")
+    steps = {"step": step, "warmup": warmup, "slow": slow, "flops_per_step": flops_per_step, "peak_tflops": peak_tflops}
+    _write(compose(paths, window=window, merge=merge, steps={k: v for k, v in steps.items() if v is not None}), target)
 
 
 def _view_note(view: str, frame, options: dict) -> None:

@@ -140,6 +140,11 @@ class Finding:
         }
 
 
+def plural(n: int, word: str, many: str = "") -> str:
+    """``n`` and ``word``, in the plural unless ``n`` is 1 (``many``: an irregular plural)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
 def names() -> tuple[str, ...]:
     return tuple(REGISTRY)
 

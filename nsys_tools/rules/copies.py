@@ -12,7 +12,10 @@ from . import Finding, Rule
 
 RULE = Rule("copies", "memory copies that take much of the GPU's time, and their bandwidth")
 
-OPTIONS = {"share": (float, 10.0, "the percentage of the device's busy time above which copies dominate")}
+OPTIONS = {
+    "share": (float, 10.0, "the percentage of the device's busy time above which copies dominate"),
+    "mb": (float, 1.0, "copies of fewer megabytes in all are left out"),
+}
 PCIE = ((9, "PCIe Gen5 x16", 63.0), (8, "PCIe Gen4 x16", 31.5), (0, "PCIe Gen3 x16", 15.75))  # GB/s per direction
 ADVICE = {
     "Host-to-Device": (
@@ -66,11 +69,11 @@ def rows(run, **options) -> pl.DataFrame:
     ).sort("pid", "gpu_id", "copy_kind")
 
 
-def findings(run, table: pl.DataFrame, *, share: float = 10.0, **options) -> list[Finding]:
+def findings(run, table: pl.DataFrame, *, share: float = 10.0, mb: float = 1.0, **options) -> list[Finding]:
     if table.is_empty():
         return []
     out = []
-    for r in table.filter(pl.col("busy_pct") >= share).iter_rows(named=True):
+    for r in table.filter((pl.col("busy_pct") >= share) & (pl.col("bytes") >= mb * 1e6)).iter_rows(named=True):
         name, peak = link(r["copy_kind"], r["compute_major"], r["memory_bandwidth_bps"])
         against = f", {100 * r['gb_per_s'] / peak:.0f}% of {name}'s {peak:g} GB/s" if peak else ""
         paged = f"; {r['pageable']} of the {r['copies']} from or to pageable memory" if r["pageable"] else ""

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from . import Finding, Rule
+from . import Finding, Rule, plural
 from . import analyze as A
 
 RULE = Rule("cuda_api_sync", "CUDA synchronization calls that block the host", twin="cuda_api_sync")
@@ -50,7 +50,7 @@ def findings(run, table, **options) -> list[Finding]:
         out.append(
             Finding(
                 RULE.name,
-                f"{calls.height} {api} calls blocked process {pid} for {total / 1e6:,.3f} ms in all",
+                f"{plural(calls.height, api + ' call')} blocked process {pid} for {total / 1e6:,.3f} ms in all",
                 total,
                 rank=int(pid),
                 api=api,

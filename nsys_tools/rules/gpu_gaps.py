@@ -9,7 +9,7 @@ end with the (k+1)-th start. Where that start comes after that end, nothing ran 
 
 from __future__ import annotations
 
-from . import Finding, Rule
+from . import Finding, Rule, plural
 from . import analyze as A
 
 RULE = Rule("gpu_gaps", "GPU idle longer than a threshold", twin="gpu_gaps")
@@ -58,7 +58,7 @@ def findings(run, table, *, gap=500, **options) -> list[Finding]:
         out.append(
             Finding(
                 RULE.name,
-                f"GPU {device} (process {pid}) sat idle {gaps.height} times for more than {gap} ms, "
+                f"GPU {device} (process {pid}) sat idle {plural(gaps.height, 'time')} for more than {gap} ms, "
                 f"{total / 1e6:,.1f} ms in all; the longest {longest['Duration (ns)'] / 1e6:,.1f} ms",
                 total,
                 device=int(device),

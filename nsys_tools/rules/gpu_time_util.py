@@ -9,7 +9,7 @@ utilization: ``report --view utilization`` is."""
 
 from __future__ import annotations
 
-from . import Finding, Rule
+from . import Finding, Rule, plural
 from . import analyze as A
 
 RULE = Rule("gpu_time_util", "stretches of low GPU utilization", twin="gpu_time_util")
@@ -83,7 +83,7 @@ def findings(run, table, *, threshold=50, **options) -> list[Finding]:
             Finding(
                 RULE.name,
                 f"GPU {device} (process {pid}) was used less than {threshold}% for {length / 1e6:,.1f} ms "
-                f"({low.height} stretches; the emptiest {emptiest})",
+                f"({plural(low.height, 'stretch', 'stretches')}; the emptiest {emptiest})",
                 int(idle),
                 device=int(device),
                 rank=int(pid),

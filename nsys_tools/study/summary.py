@@ -111,7 +111,7 @@ def findings(t: dict[str, pl.DataFrame]) -> list[Finding]:
     return sorted(out, key=lambda f: -f.ns)
 
 
-def summary(paths: Sequence[str | Path], *, window=None, engine=None, merge: bool = False) -> str:
+def summary(paths: Sequence[str | Path], *, window=None, engine=None, merge: bool = False, steps: dict | None = None) -> str:
     """The markdown summary of the run in ``paths`` (exports or folders of them); exports of
     several runs (``read.sessions.runs``: captures that do not overlap in time) get one section
     each, unless ``merge`` reads them as one."""
@@ -121,7 +121,7 @@ def summary(paths: Sequence[str | Path], *, window=None, engine=None, merge: boo
     files = expand_inputs(paths)
     groups = [files] if merge else runs(files)
     if len(groups) == 1:
-        return run_summary(files, window=window, engine=engine)
+        return run_summary(files, window=window, engine=engine, steps=steps)
     head = [
         f"## {len(groups)} runs",
         "",
@@ -129,24 +129,36 @@ def summary(paths: Sequence[str | Path], *, window=None, engine=None, merge: boo
         "one section each; `nsys-tools compare BASE NEW` compares two of them, `--merge` reads them as one.",
         "",
     ]
-    return "\n".join(head + [run_summary(g, window=window, engine=engine) for g in groups])
+    return "\n".join(head + [run_summary(g, window=window, engine=engine, steps=steps) for g in groups])
 
 
-def run_summary(files: Sequence[Path], *, window=None, engine=None) -> str:
-    """The markdown summary of one run: ``files``, its exports."""
-    from ..render.tables import shorten
+def run_summary(files: Sequence[Path], *, window=None, engine=None, steps: dict | None = None) -> str:
+    """The markdown summary of one run: ``files``, its exports. Over the whole run it leads with
+    the three largest findings of ``diagnose`` and gives the steps (``steps``: the step view's
+    options: ``step``, ``warmup``, ``slow``, ``flops_per_step``, ``peak_tflops``); in a window,
+    with the largest of the window's own figures."""
+    from ..render.tables import escape, shorten
 
     t = tables(files, window=window, engine=engine)
     util, idle = t["utilization"], t["idle"]
     where = f"{len(files)} exports" if len(files) > 1 else f"`{files[0].name}`"
     lines = [f"### Run summary: {where}" + (f" ({window})" if window else ""), ""]
     lines += ["**Look at first:**", ""]
-    found = findings(t)
+    run = None
+    if window is None:
+        from ..rules import diagnose
+        from ..rules.context import Run
+
+        run = Run(files, steps or {})
+        found = [Finding(f.time_ns, f"{escape(f.title)} (`{f.rule}`)") for f in diagnose(run)]
+    else:
+        found = findings(t)
     if not found:
         from ..run.empty import reason
 
         lines.append(f"(no GPU work found: {reason(files, 'utilization', window=window)})")
     lines += [f"{i}. {f.text}" for i, f in enumerate(found[:3], 1)]
+    lines += _steps(run.steps) if run is not None else []
     lines += ["", "**Devices**", ""]
     lines += _table(
         ["GPU", "span", "busy", "compute", "NCCL exposed", "memory", "idle"],
@@ -207,6 +219,37 @@ def run_summary(files: Sequence[Path], *, window=None, engine=None) -> str:
         )
     lines += ["", f"**NCCL exposed time:** {_nccl(util, t['overlap'])}", ""]
     return "\n".join(lines)
+
+
+def _steps(steps: pl.DataFrame) -> list[str]:
+    """The step model in a few lines: its source, and per rank the setup, warm-up, steady median,
+    slow steps and, with FLOPs given, the median achieved TFLOP/s and MFU."""
+    if steps.is_empty():
+        return ["", "**Steps:** none found (no NVTX range named like a step, no repeating range or kernel sequence)"]
+    per_rank = steps.unique(["pid", "step"], keep="first")
+    lines = ["", f"**Steps** ({'; '.join(sorted(set(steps['source'])))})", ""]
+    rows = []
+    for (pid,), own in per_rank.sort("pid", "step").group_by("pid", maintain_order=True):
+        steady = own.filter(pl.col("phase") == "steady")
+        setup = own.filter(pl.col("phase") == "setup")["duration_ns"].sum()
+        mfu = steady["mfu_pct"].drop_nulls()
+        rows.append(
+            (
+                pid,
+                own.filter(pl.col("step") > 0).height,
+                _ms(setup),
+                own.filter(pl.col("phase") == "warmup").height,
+                _ms(steady["duration_ns"].median()),
+                steady.filter(pl.col("slow")).height,
+                "–" if mfu.is_empty() else f"{steady['tflops'].median():,.1f} TFLOP/s, {_pct(mfu.median())} MFU",
+            )
+        )
+    lines += _table(
+        ["rank", "steps", "setup", "warm-up", "steady median", "slow", "achieved"],
+        rows,
+        [True, True, True, True, True, True, False],
+    )
+    return lines
 
 
 def _nccl(util: pl.DataFrame, overlap: pl.DataFrame) -> str:

@@ -96,6 +96,8 @@ COLUMNS = (
     "mfu_pct",
     "source",
 )
+TYPES = {"gpu_name": pl.String, "name": pl.String, "phase": pl.String, "slow": pl.Boolean, "source": pl.String}
+TYPES |= {"tflops": pl.Float64, "mfu_pct": pl.Float64}
 WARMUP, SLOW = 1.5, 1.15
 # Dense BF16/FP16 tensor-core peaks, TFLOP/s, from NVIDIA's datasheets; the first name held wins.
 PEAKS = (
@@ -338,7 +340,7 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
     lead = [k for k in keys if k == "file"]
     schema = partials.collect_schema().names()
     if "duration_ns" not in schema:
-        return pl.LazyFrame(schema={**dict.fromkeys(lead, pl.String), **dict.fromkeys(COLUMNS, pl.Int64)})
+        return pl.LazyFrame(schema={**dict.fromkeys(lead, pl.String), **{c: TYPES.get(c, pl.Int64) for c in COLUMNS}})
     rank = [*lead, "pid"]
     counted = pl.col("step") > 0
     median = pl.col("duration_ns").filter(counted).median().over(rank)
