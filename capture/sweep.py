@@ -17,7 +17,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nsys_tools.convention import DEFAULT_OUTPUTS, L2_MODES, OUTPUT_POLICIES
+from nsys_tools.convention import DEFAULT_OUTPUTS, L2_MODES, OUTPUT_POLICIES, unit_seed
 from nsys_tools.errors import CaptureError, UsageError
 from nsys_tools.folder_format import Spec, UnitEntry
 from nsys_tools.plugin.api import Impl, Op, UnsupportedShape
@@ -42,7 +42,7 @@ class SweepSpec:
     settle: float = 0.0
     l2: str = "cold"
     outputs: str = DEFAULT_OUTPUTS
-    seed: int = 0  # the inputs and every round's order of implementations (harness --seed)
+    seed: int = 0  # the inputs and every round's order, one seed per shape drawn from it (convention.unit_seed)
 
     def resolve(self, registry: Registry) -> tuple[Op, list[Impl]]:
         """Check the spec against the plugins and fill in the op's defaults."""
@@ -120,7 +120,7 @@ class SweepRunner(CaptureRunner):
         for source in self.registry.sources:
             harness += ["--plugin", source]
         harness += ["--rounds", str(s.rounds), "--iters", str(s.iters), "--warmup", str(s.warmup), "--settle", str(s.settle)]
-        harness += ["--l2", s.l2, "--outputs", s.outputs, "--seed", str(s.seed), "--out", str(work)]
+        harness += ["--l2", s.l2, "--outputs", s.outputs, "--seed", str(unit_seed(s.seed, unit)), "--out", str(work)]
         env = child_env([str(PROJECT_ROOT), os.getcwd()])
         done = self.nsys_profile(rep, harness, log, env=env, cwd=work)
         if done.returncode != 0:

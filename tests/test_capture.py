@@ -21,7 +21,7 @@ import pytest
 from nsys_tools.capture.harness import buffer_sets
 from nsys_tools.capture.runner import gpu_lock
 from nsys_tools.capture.sweep import SweepRunner, SweepSpec
-from nsys_tools.convention import predecessors, range_name, rotated, round_orders
+from nsys_tools.convention import predecessors, range_name, rotated, round_orders, unit_seed
 from nsys_tools.errors import CaptureError, UsageError
 from nsys_tools.plugin import Registry
 from nsys_tools.study import folder as sweep_reader
@@ -379,13 +379,22 @@ def test_sweep_records_each_rounds_order(fake_nsys, tmp_path):
     manifest = SweepRunner(spec, out, nsys=fake_nsys, commit="abc").run().to_json()
     impls = ["ours", "triton", "torch", "copy"]
     assert manifest["spec"]["seed"] == 7
-    for shape in spec.shapes:
-        assert manifest["shapes"][shape]["orders"] == round_orders(impls, 3, 7)
-        assert json.loads((out / f"{shape}.harness.json").read_text())["orders"] == round_orders(impls, 3, 7)
+    for shape in spec.shapes:  # each shape draws its own seed from the sweep's
+        orders = round_orders(impls, 3, unit_seed(7, shape))
+        assert manifest["shapes"][shape]["orders"] == orders
+        assert json.loads((out / f"{shape}.harness.json").read_text())["orders"] == orders
     read = sweep_reader.load(out)
-    assert read.order == "shuffled" and read.round_orders("4096x768") == round_orders(impls, 3, 7)
+    assert read.order == "shuffled" and read.round_orders("4096x768") == round_orders(impls, 3, unit_seed(7, "4096x768"))
     from nsys_tools.study import issue
 
-    assert "order shuffled each round (seed 7)" in issue.compose(read, None, None).markdown
+    assert "order shuffled each round (seed 7; each shape's own orders)" in issue.compose(read, None, None).markdown
     # The default seed is recorded too.
     assert SweepRunner(SweepSpec(), tmp_path / "other", nsys=fake_nsys).spec().seed == 0
+
+
+def test_each_shape_of_a_sweep_draws_its_own_seed():
+    seeds = {unit_seed(0, shape) for shape in ("4096x768", "8192x768", "1024x2048", "4096x4096")}
+    assert len(seeds) == 4 and unit_seed(0, "4096x768") == unit_seed(0, "4096x768") != unit_seed(1, "4096x768")
+    names = ["ours", "triton", "inductor", "liger", "torch", "copy"]
+    firsts = {round_orders(names, 3, unit_seed(0, shape))[0][0] for shape in ("4096x768", "8192x768", "1024x2048", "4096x4096")}
+    assert len(firsts) > 1  # with one seed for all, every shape put the same implementation first

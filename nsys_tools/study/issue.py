@@ -121,6 +121,9 @@ def _header(sweep: Sweep, summ: pl.DataFrame) -> str:
         order = "order rotated each round"
         if sweep.order == "shuffled":
             order = f"order shuffled each round (seed {spec.seed or 0})"
+            if len(sweep.units) > 1:
+                same = len({str(sweep.round_orders(u)) for u in sweep.units}) == 1
+                order = order[:-1] + ("; the same orders at every shape)" if same else "; each shape's own orders)")
         how = f"{spec.rounds} rounds × {spec.iters} iterations per implementation, {order}"
     missing = escape(", ".join(f"{u} ({status})" for u, status in sweep.not_captured.items()))
     gaps = f" · not captured, see manifest.json: {missing}" if missing else ""
