@@ -201,7 +201,8 @@ def forward_candidates(m: int, n: int, element_bytes: int = 2) -> list[str]:
     """Explicit plans of the training forward (``fwd_...``, kernels/train_cuda.py) worth timing
     at ``m x n`` for 16-byte vector rows: every threads-per-row count that holds the row in 1 to
     8 vectors a thread without idle warps, one to four rows a block for rows of one or two warps,
-    gamma and beta preloaded or not; and the row-striding kernel at one and two blocks' worth of
+    gamma and beta preloaded or not, all converting bf16 by single instructions (``_c``); and the
+    row-striding kernel at one and two blocks' worth of
     1024 threads per SM for the counts that hold 2 to 4 vectors a thread. Rows that are not whole
     vectors are held element by element, up to 16 a thread."""
     vec = 16 // element_bytes if n % (16 // element_bytes) == 0 else 1
@@ -212,10 +213,10 @@ def forward_candidates(m: int, n: int, element_bytes: int = 2) -> list[str]:
         if slots > (8 if vec > 1 else 16) or (tpr > 32 and (tpr // 2) * vec >= n):
             continue
         for rpb in (1, 2, 4) if tpr <= 64 else (1,):
-            names += [f"fwd_t{tpr}_r{rpb}_p{p}{fixed}" for p in (0, 1)]
+            names += [f"fwd_t{tpr}_r{rpb}_p{p}{fixed}_c" for p in (0, 1)]
         if 2 <= slots <= 4:
             rpb = max(1, 128 // tpr)
-            names += [f"fwd_t{tpr}_r{rpb}_p{p}{fixed}_g{g * 1024 // (tpr * rpb)}" for p in (0, 1) for g in (1, 2)]
+            names += [f"fwd_t{tpr}_r{rpb}_p{p}{fixed}_c_g{g * 1024 // (tpr * rpb)}" for p in (0, 1) for g in (1, 2)]
     return names
 
 

@@ -58,6 +58,26 @@ __device__ __forceinline__ void store_vec(T* p, const float* v) {
   }
 }
 
+// The same store, rounded by the conversion instructions: one cvt.rn.bf16x2.f32 for two bf16 of a
+// vector (a goes to the upper half, b to the lower: element 2j + 1, then 2j), cvt.rn.bf16.f32 for
+// one. Round to nearest even, as from_f; NaN stays NaN.
+template <typename T, int VEC>
+__device__ __forceinline__ void store_cvt(T* p, const float* v) {
+  if constexpr (sizeof(T) == 4) {
+    store_vec<T, VEC>(p, v);
+  } else if constexpr (VEC == 1) {
+    unsigned short r;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v[0]));
+    *p = r;
+  } else {
+    static_assert(VEC == 8, "16-byte vectors of bf16");
+    unsigned w[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[j]) : "f"(v[2 * j + 1]), "f"(v[2 * j]));
+    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
 // A barrier for the TPR threads of one row group (named barrier 1 + group; 0 is __syncthreads).
 template <int TPR>
 __device__ __forceinline__ void group_sync(int group) {
@@ -82,13 +102,26 @@ struct Slot<T, 1> {
   __device__ __forceinline__ float get(int) const { return v; }
 };
 
+// Element j of a slot, read with one instruction for bf16 when FAST (the even element of a 32-bit
+// word is its low half shifted up, the odd one its high half masked); otherwise Slot::get.
+template <bool FAST, typename T, int VEC>
+__device__ __forceinline__ float val(const Slot<T, VEC>& s, int j) {
+  if constexpr (FAST && sizeof(T) == 2 && VEC > 1) {
+    const unsigned w = j >> 1 == 0 ? s.raw.x : j >> 1 == 1 ? s.raw.y : j >> 1 == 2 ? s.raw.z : s.raw.w;
+    return __uint_as_float(j & 1 ? w & 0xffff0000u : w << 16);
+  } else {
+    return s.get(j);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Forward: ln_held's design (kernels/layernorm.cu) for any element type. TPR threads per row,
 // RPB rows per block, SLOTS vectors of VEC elements per thread (thread t's slot k holds columns
 // (k * TPR + t) * VEC ...). Each warp reduces its slice exactly (sum, then squared deviations
 // from its own mean); the warps' (sum, M2, count) merge with Chan's formula after the only
 // barrier. PRELOAD loads gamma and beta with x, before the reduction. NFIX > 0 compiles N in.
-template <typename T, int TPR, int SLOTS, int VEC, int RPB, bool PRELOAD, int NFIX>
+// CVT converts bf16 by single instructions both ways (val, store_cvt) rather than in code.
+template <typename T, int TPR, int SLOTS, int VEC, int RPB, bool PRELOAD, int NFIX, bool CVT = false>
 __global__ void __launch_bounds__(TPR * RPB) ln_fwd(
     const T* __restrict__ x, T* __restrict__ y, const T* __restrict__ gamma, const T* __restrict__ beta,
     int M, int N_arg, long long sx, long long sy, float eps) {
@@ -118,7 +151,7 @@ __global__ void __launch_bounds__(TPR * RPB) ln_fwd(
       v[k].zero();
     }
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) s += v[k].get(j);
+    for (int j = 0; j < VEC; ++j) s += val<CVT>(v[k], j);
   }
   const float wsum = warp_sum(s);
   const float wmean = wn > 0 ? wsum / wn : 0.f;
@@ -128,7 +161,7 @@ __global__ void __launch_bounds__(TPR * RPB) ln_fwd(
     const bool in = (k * TPR + t) * VEC < N;
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      const float d = in ? v[k].get(j) - wmean : 0.f;
+      const float d = in ? val<CVT>(v[k], j) - wmean : 0.f;
       q += d * d;
     }
   }
@@ -153,8 +186,9 @@ __global__ void __launch_bounds__(TPR * RPB) ln_fwd(
       else gk.load(gamma + col), bk.load(beta + col);
       float o[VEC];
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) o[j] = (v[k].get(j) - mean) * rstd * gk.get(j) + bk.get(j);
-      store_vec<T, VEC>(yr + col, o);
+      for (int j = 0; j < VEC; ++j) o[j] = (val<CVT>(v[k], j) - mean) * rstd * val<CVT>(gk, j) + val<CVT>(bk, j);
+      if constexpr (CVT) store_cvt<T, VEC>(yr + col, o);
+      else store_vec<T, VEC>(yr + col, o);
     }
   }
 }
@@ -164,7 +198,7 @@ __global__ void __launch_bounds__(TPR * RPB) ln_fwd(
 // (gridDim.x * RPB apart) and loads its next row before it reduces and stores the current one,
 // so a block's loads stay in flight through its reduction, barrier and stores. The partials are
 // double-buffered by row parity, so one barrier a row suffices. Otherwise as ln_fwd.
-template <typename T, int TPR, int SLOTS, int VEC, int RPB, bool PRELOAD, int NFIX>
+template <typename T, int TPR, int SLOTS, int VEC, int RPB, bool PRELOAD, int NFIX, bool CVT = false>
 __global__ void __launch_bounds__(TPR * RPB) ln_fwd_loop(
     const T* __restrict__ x, T* __restrict__ y, const T* __restrict__ gamma, const T* __restrict__ beta,
     int M, int N_arg, long long sx, long long sy, float eps) {
@@ -204,7 +238,7 @@ __global__ void __launch_bounds__(TPR * RPB) ln_fwd_loop(
 #pragma unroll
     for (int k = 0; k < SLOTS; ++k)
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) s += v[k].get(j);
+      for (int j = 0; j < VEC; ++j) s += val<CVT>(v[k], j);
     const float wsum = warp_sum(s);
     const float wmean = wn > 0 ? wsum / wn : 0.f;
     float q = 0.f;
@@ -213,7 +247,7 @@ __global__ void __launch_bounds__(TPR * RPB) ln_fwd_loop(
       const bool in = (k * TPR + t) * VEC < N;
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        const float d = in ? v[k].get(j) - wmean : 0.f;
+        const float d = in ? val<CVT>(v[k], j) - wmean : 0.f;
         q += d * d;
       }
     }
@@ -239,8 +273,9 @@ __global__ void __launch_bounds__(TPR * RPB) ln_fwd_loop(
           else gk.load(gamma + col), bk.load(beta + col);
           float o[VEC];
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) o[j] = (v[k].get(j) - mean) * rstd * gk.get(j) + bk.get(j);
-          store_vec<T, VEC>(yr + col, o);
+          for (int j = 0; j < VEC; ++j) o[j] = (val<CVT>(v[k], j) - mean) * rstd * val<CVT>(gk, j) + val<CVT>(bk, j);
+          if constexpr (CVT) store_cvt<T, VEC>(yr + col, o);
+          else store_vec<T, VEC>(yr + col, o);
         }
       }
     }

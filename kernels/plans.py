@@ -28,7 +28,9 @@ BULK_NAME = re.compile(r"^bulk_t(?P<tpr>32|64|128|256|512|1024)_s(?P<stages>[1-8
 CLUSTER_NAME = re.compile(r"^cluster_c(?P<cs>[248])_t(?P<tpb>32|64|128|256|512|1024)(?:_c(?P<cache>[0-4]))?$")
 # An explicit plan of the training kernels' forward (ln_fwd of ln_train.cu, bf16 or fp32):
 # fwd_t<threads per row>_r<rows per block>_p<gamma and beta preloaded: 0 or 1>[_f: the row width
-# compiled in][_g<blocks per SM>: ln_fwd_loop on that many blocks per SM, each striding over rows].
+# compiled in][_c: the output rounded by cvt instructions][_g<blocks per SM>: ln_fwd_loop on that
+# many blocks per SM, each striding over rows].
 FORWARD_NAME = re.compile(
-    r"^fwd_t(?P<tpr>32|64|128|256|512|1024)_r(?P<rpb>[124])_p(?P<preload>[01])(?P<fixed>_f)?(?:_g(?P<per_sm>[1-8]|1[0-6]))?$"
+    r"^fwd_t(?P<tpr>32|64|128|256|512|1024)_r(?P<rpb>[124])_p(?P<preload>[01])(?P<fixed>_f)?(?P<cvt>_c)?"
+    r"(?:_g(?P<per_sm>[1-8]|1[0-6]))?$"
 )

@@ -49,7 +49,7 @@ def vector_ok(problem: Buffers, names: tuple[str, ...], element_bytes: int) -> b
 
 def forward_plan(m: int, n: int, dtype: str, vector: bool, sm_count: int = SM_COUNT_DEFAULT, named: str = "") -> Launch:
     """``ln_fwd`` for ``m x n`` of ``dtype``, by the rows rule, or by the explicit plan ``named``
-    (``fwd_t<threads per row>_r<rows per block>_p<preload 0|1>[_f]``)."""
+    (``fwd_t<threads per row>_r<rows per block>_p<preload 0|1>[_f][_c][_g<blocks per SM>]``)."""
     ctype, size = ELEMENT[dtype]
     vec = VECTOR_BYTES // size if vector else 1
     if named:
@@ -59,14 +59,14 @@ def forward_plan(m: int, n: int, dtype: str, vector: bool, sm_count: int = SM_CO
         tpr, rpb = int(found["tpr"]), int(found["rpb"])
         slots, preload = math.ceil(n / vec / tpr), found["preload"] == "1"
         nfix = n if found["fixed"] and n * size <= FIXED_WIDTH_BYTES else 0
-        per_sm = int(found["per_sm"] or 0)
+        per_sm, cvt = int(found["per_sm"] or 0), bool(found["cvt"])
     else:
         plan = row_plan(m, n, size, vector, sm_count)
-        tpr, rpb, slots, preload, nfix, per_sm = plan.tpr, plan.rpb, plan.slots, plan.preload, plan.nfix, 0
+        tpr, rpb, slots, preload, nfix, per_sm, cvt = plan.tpr, plan.rpb, plan.slots, plan.preload, plan.nfix, 0, False
     if slots > (8 if vector else 16) or tpr * rpb > BLOCK_THREADS:
         raise UnsupportedShape(None, f"rows of N = {n} {dtype} elements do not fit the register-held forward")
     kernel, groups = ("ln_fwd_loop", per_sm * sm_count) if per_sm else ("ln_fwd", m)
-    name = f"{kernel}<{ctype}, {tpr}, {slots}, {vec}, {rpb}, {'true' if preload else 'false'}, {nfix}>"
+    name = f"{kernel}<{ctype}, {tpr}, {slots}, {vec}, {rpb}, {'true' if preload else 'false'}, {nfix}{', true' if cvt else ''}>"
     return Launch(name, math.ceil(min(m, groups * rpb) / rpb), tpr * rpb)
 
 

@@ -75,15 +75,18 @@ def test_backward_partials_cover_every_row(op_name):
         _check(OPS[op_name], "ours", shape)
 
 
-# Explicit forward plans, the row-striding kernel (_g) among them: fewer blocks than row groups,
-# rows that are no multiple of the stride, one row, rows of elements.
+# Explicit forward plans, the row-striding kernel (_g) and the conversions by instruction (_c) among
+# them: fewer blocks than row groups, rows that are no multiple of the stride, one row, rows of
+# elements, odd widths (the last vector or element of a row).
 PLANS = [
     "fwd_t128_r1_p1",
     "fwd_t256_r1_p0_f",
-    "fwd_t512_r1_p1_g2",
-    "fwd_t32_r4_p0_f_g16",
+    "fwd_t512_r1_p1_c_g2",
+    "fwd_t32_r4_p0_f_c_g16",
     "fwd_t64_r2_p1_g8",
-    "fwd_t1024_r1_p0_g1",
+    "fwd_t1024_r1_p0_c_g1",
+    "fwd_t128_r1_p0_f_c",
+    "fwd_t256_r1_p1_c",
 ]
 
 

@@ -54,7 +54,7 @@ def test_backward_plan_refuses_rows_it_cannot_hold():
 def test_explicit_forward_plans_cover_the_row(n):
     vector = n % 8 == 0
     vec, most = (8, 8) if vector else (1, 16)
-    for name in ("fwd_t128_r1_p1", "fwd_t256_r1_p0_f", "fwd_t512_r1_p1_g2", "fwd_t32_r4_p0_f_g16"):
+    for name in ("fwd_t128_r1_p1", "fwd_t256_r1_p0_f", "fwd_t512_r1_p1_c_g2", "fwd_t32_r4_p0_f_c_g16"):
         threads = int(name.split("_")[1][1:])
         if -(-n // (vec * threads)) > most:  # more slots a thread than the kernel holds
             with pytest.raises(UnsupportedShape):
@@ -62,7 +62,8 @@ def test_explicit_forward_plans_cover_the_row(n):
             continue
         plan = forward_plan(3000, n, "bf16", vector, named=name)
         kernel, args = plan.kernel.split("<")
-        _, tpr, slots, width, rpb, preload, nfix = (a.strip() for a in args.rstrip(">").split(","))
+        _, tpr, slots, width, rpb, preload, nfix, *cvt = (a.strip() for a in args.rstrip(">").split(","))
+        assert cvt == (["true"] if "_c" in name else [])
         assert int(width) == vec and int(tpr) * int(slots) * vec >= n and int(slots) <= most
         assert preload == ("true" if "_p1" in name else "false")
         assert int(nfix) == (n if "_f" in name and n * 2 <= 8192 else 0)
@@ -77,7 +78,8 @@ def test_explicit_forward_plans_are_named_exactly():
     from nsys_tools.kernels.layernorm_bf16 import OP
 
     assert OP.impl("fwd_t256_r1_p0_g4").name == "fwd_t256_r1_p0_g4"
-    for bad in ("fwd_t48_r1_p0", "fwd_t256_r3_p0", "fwd_t256_r1_p2", "fwd_t256_r1_p0_g0", "fwd_t256_r1_p0_g17"):
+    bad_names = ("fwd_t48_r1_p0", "fwd_t256_r3_p0", "fwd_t256_r1_p2", "fwd_t256_r1_p0_g0", "fwd_t256_r1_p0_g17")
+    for bad in (*bad_names, "fwd_t256_r1_p0_g4_c"):
         with pytest.raises(Exception, match="no implementation|not a forward plan"):
             OP.impl(bad)
     assert forward_plan(5, 4096, "bf16", True, named="fwd_t256_r1_p1_g8").grid == 5  # fewer rows than blocks

@@ -1,0 +1,51 @@
+#!/bin/bash
+# The next GPU run for issue 35 (bf16 forward plans, matmul plans, then the sweeps that confirm a
+# rule), in the order to run them. From the repository root on the GPU machine, after
+# `source .device/nsys-env.sh` (NSYS) and with Liger-Kernel 0.8.5 importable (carried as a wheel):
+#     bash reports/kernels-35.sh <step> <commit> <out-dir>
+# Steps: tests, explore-bf16, explore-mm, bf16, mm-bf16, mm-tf32, ncu-bf16. Sweeps go to
+# <out-dir>/sweeps/, the rest to <out-dir>/<step>.
+set -uo pipefail
+step=$1 commit=$2 out=$3
+stamp=$(date -u +%Y%m%d-%H%M%S)
+mkdir -p "$out/sweeps"
+sweep() { python3 -m nsys_tools capture sweep --nsys "$NSYS" --commit "$commit" "$@"; }
+# 32 bf16 shapes: rows 512 to 16384 wide, widths that are not multiples of 8 (4099, 1537, 1030, 513),
+# 128 to 65536 rows; the three shapes issue 35 names and the ones the last pass left behind.
+GRID=512x2048,256x4096,1024x768,1000x1537,512x8192,1024x16384,333x5000,128x12800,\
+4096x4096,5000x3584,4096x1024,6000x4099,2048x10240,4096x5120,8192x2048,3000x7168,4096x2560,8192x6144,\
+24576x896,32768x512,32767x768,16384x1408,20000x1200,12288x1600,12289x513,16384x2048,65536x640,\
+16384x4096,30000x1030,8192x12288,2048x16384,50000x1024
+# Matmul: 2048-4096 cubes, and the attention (QKV, output) and MLP (up, down) products of 7B, 13B
+# and 70B models at 4096 tokens (70B's QKV with 8 key-value heads of 128).
+MM=2048x2048x2048,3072x3072x3072,4096x4096x4096,4096x12288x4096,4096x11008x4096,4096x4096x11008,\
+4096x15360x5120,4096x13824x5120,4096x5120x13824,4096x10240x8192,4096x28672x8192,4096x8192x28672
+MM_BF16=torch,ours,wgmma_n256_s4,wgmma_n256_s4_p,wgmma_n256_s4_k1_p,wgmma_n256_s3_k1_e_p,wgmma_n128_s6,wgmma_n128_s6_p,wgmma_n128_s5_k1_e_p
+MM_TF32=torch,ours,wgmma_n256_s3,wgmma_n256_s4_p,wgmma_n128_s4,wgmma_n128_s6,wgmma_n128_s6_p
+case $step in
+  tests) python3 -m pytest -q -o addopts="" -p no:cacheprovider -m gpu tests/test_kernels_gpu.py tests/test_matmul_gpu.py \
+           tests/test_harness_gpu.py tests/test_train_gpu.py > "$out/tests.txt" 2>&1 ;;
+  explore-bf16)
+    python3 -m nsys_tools.capture.explore --op layernorm_bf16 --fwd-plans --impls ours,triton,liger,torch,copy \
+      --shapes "$GRID" --rounds 3 --iters 30 --out "$out/explore-bf16" > "$out/explore-bf16.txt" 2>&1 ;;
+  explore-mm)
+    python3 -m nsys_tools.capture.matmul_bench --shapes "$MM" --dtypes bf16 --impls "$MM_BF16" --out "$out/explore-mm-bf16" \
+      > "$out/explore-mm-bf16.txt" 2>&1
+    python3 -m nsys_tools.capture.matmul_bench --shapes "$MM" --dtypes tf32 --impls "$MM_TF32" --out "$out/explore-mm-tf32" \
+      > "$out/explore-mm-tf32.txt" 2>&1 ;;
+  bf16) sweep --plugin nsys_tools.kernels.layernorm_bf16 --op layernorm_bf16 --shapes "$GRID" \
+          --impls ours,triton,inductor,liger,torch,copy --control liger --outputs reuse --out "$out/sweeps/$stamp-ln-bf16-grid-reuse" ;;
+  mm-bf16) sweep --plugin nsys_tools.kernels.matmul --op matmul_bf16 --shapes "$MM" --impls ours,torch --iters 30 \
+             --out "$out/sweeps/$stamp-mm-bf16" ;;
+  mm-tf32) sweep --plugin nsys_tools.kernels.matmul --op matmul_tf32 --shapes "$MM" --impls ours,torch --iters 30 \
+             --out "$out/sweeps/$stamp-mm-tf32" ;;
+  ncu-bf16)
+    ncu=$(ls /opt/nvidia/nsight-compute/*/ncu | sort | tail -1)
+    metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,\
+dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,\
+sm__maximum_warps_per_active_cycle_pct,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,\
+launch__registers_per_thread,launch__grid_size,launch__block_size,launch__waves_per_multiprocessor
+    "$ncu" --clock-control none --cache-control all -k regex:"ln_fwd|_layer_norm|triton_|copy|elementwise" --metrics "$metrics" \
+      python3 -m nsys_tools.capture.explore --op layernorm_bf16 --impls ours,liger,copy \
+      --shapes 4096x4096,5000x3584,24576x896 --rounds 1 --iters 3 --out "$out/ncu-explore" > "$out/ncu-bf16.txt" 2>&1 ;;
+esac
