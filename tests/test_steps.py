@@ -157,3 +157,25 @@ def test_mfu_refuses_an_unknown_gpu(tmp_path):
     con.close()
     with pytest.raises(UsageError, match="no known peak for 'Mystery GPU'"):
         view_table([other], "steps", flops_per_step=1e12)
+
+
+def test_no_steps_says_what_it_looked_for():
+    from typer.testing import CliRunner
+
+    from nsys_tools.cli import app
+
+    export = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
+    res = CliRunner().invoke(app, ["report", str(export), "--view", "steps"])
+    assert res.exit_code == 0, res.output
+    assert "No rows: no NVTX range named like a step ('*step*', 'ProfilerStep#N'), no top-level range repeated" in res.stderr
+    assert "`torch/4096x768` (1)" in res.stderr and "--step GLOB" in res.stderr
+
+
+def test_a_window_keeps_each_ranks_own_steps_and_their_figures():
+    from nsys_tools.read.window import WindowSpec
+
+    whole = view_table([MULTI], "steps")
+    part = view_table([MULTI], "steps", window=WindowSpec(within="step=*#2"))
+    assert part["name"].to_list() == ["step=1", "step=1"] and part["step"].to_list() == [2, 2]
+    same = ["pid", "gpu_id", "step", "start_ns", "duration_ns", "busy_ns", "compute_ns", "memory_ns", "host_blocked_ns"]
+    assert part.select(same).rows() == whole.filter(whole["step"] == 2).select(same).rows()

@@ -98,6 +98,16 @@ def reason(
         if not any(pattern.search(r or "") for r, _ in ranges):
             seen = ", ".join(f"`{r}` ({n})" for r, n in ranges[:SHOWN_RANGES]) or "none"
             return f"no NVTX range matches {glob!r} in {names} (its ranges: {seen}); name the step range with --step GLOB"
+    if view == "steps":
+        ranges = [(r, n) for f in files for r, n in _ranges(f, nsys)]
+        seen = ", ".join(f"`{r}` ({n})" for r, n in ranges[:SHOWN_RANGES]) or "none"
+        looked = (
+            f"no NVTX range matches {step!r}"
+            if step
+            else "no NVTX range named like a step ('*step*', 'ProfilerStep#N'), no top-level range repeated 3 times "
+            "or more, and no repeating kernel sequence"
+        )
+        return f"{looked} in {names} (its ranges: {seen}); name the step range with --step GLOB"
     if view == "nccl":
         return f"{names} hold{'s' if len(files) == 1 else ''} no NCCL kernel (a kernel named `nccl...`)"
     if view == "sync":

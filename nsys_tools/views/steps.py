@@ -8,7 +8,9 @@ on the rank's busiest device, each period starting at a kernel that runs once in
 nested in one another, the outermost is the step (``step 3`` holds ``Optimizer.step``). Each
 rank's steps are numbered from 1 in order of start: a rank's n-th step is its own. ``source``
 names what was used. Step 0 (``phase`` ``setup``) is the time from the rank's first CUDA call,
-GPU operation or range to its first step.
+GPU operation or range to its first step. In a window (``--from/--to``, ``--within``, ``--skip-first``), the
+steps that overlap it (each rank's own window where it has one), numbered as in the whole run,
+without the setup row; idle before the window's first operation counts as ``idle_other_ns``.
 
 **Figures** (ns), over the step's time ``[start_ns, start_ns + duration_ns)`` on the device, of
 the operations the rank ran there: ``busy_ns`` (the union of its kernels, copies and sets),
@@ -233,7 +235,9 @@ def read(trace, by: Sequence[str], *, step: str = "") -> pl.LazyFrame:
     steps = from_ranges(ranges, step)
     if steps is None and step is None:
         steps = from_kernels(ops)
-    if steps is None or ops.is_empty():
+    if steps is not None and trace.window is not None:
+        steps = inside(steps, trace.window)
+    if steps is None or steps.is_empty() or ops.is_empty():
         return pl.LazyFrame(schema={c: pl.Int64 for c in ("pid", "gpu_id", "step")})
     calls = trace.api(columns=["pid", "global_tid", "name", "start_ns", "end_ns"], like=BLOCKING_LIKE).collect()
     calls = calls.filter(blocking(pl.col("name"))).with_columns(pl.col("pid").cast(pl.Int64))
@@ -245,13 +249,24 @@ def read(trace, by: Sequence[str], *, step: str = "") -> pl.LazyFrame:
         ]
     )
     first = first.group_by("pid").agg(t=pl.col("t").min())
-    setup = steps.filter(pl.col("step") == 1).join(first, on="pid").filter(pl.col("t") < pl.col("start_ns"))
+    setup = steps.filter((pl.col("step") == 1) & (trace.window is None)).join(first, on="pid")
+    setup = setup.filter(pl.col("t") < pl.col("start_ns"))
     setup = setup.select(
         "pid", step=pl.lit(0, pl.Int64), name=pl.lit("(setup)"), start_ns="t", end_ns="start_ns", source="source"
     )
     windows = pl.concat([setup, steps]).sort("pid", "start_ns").with_row_index("w").with_columns(pl.col("w").cast(pl.Int64))
     windows = windows.rename({"start_ns": "a", "end_ns": "b"})
     return figures(ops, calls, windows).lazy()
+
+
+def inside(steps: pl.DataFrame, window) -> pl.DataFrame:
+    """The steps that overlap ``window`` (each rank's own, where it has them), numbered as in the whole run."""
+    if not window.ranks:
+        return steps.filter((pl.col("start_ns") < window.end_ns) & (pl.col("end_ns") > window.start_ns))
+    own = [((g >> 24) & 0xFFFFFF, lo, hi) for g, lo, hi in window.ranks]
+    bounds = pl.DataFrame(own, schema={"pid": pl.Int64, "lo": pl.Int64, "hi": pl.Int64}, orient="row")
+    steps = steps.join(bounds, on="pid")
+    return steps.filter((pl.col("start_ns") < pl.col("hi")) & (pl.col("end_ns") > pl.col("lo"))).drop("lo", "hi")
 
 
 def figures(ops: pl.DataFrame, calls: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
