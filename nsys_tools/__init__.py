@@ -23,14 +23,6 @@ import sys as _sys
 __version__ = "0.1.0"
 __all__ = ["Trace", "open", "__version__"]
 
-# Polars' allocator (jemalloc) keeps freed pages resident for 0.5 s, then 1 s more as lazily
-# freed pages, which still count as resident. Reading a large export a piece a second, that is
-# the last pieces' memory on top of this one's: a third of the peak. Returned after 0.1 s, it
-# is not. Read when Polars is imported (it appends this to its own settings), so it is set only
-# before, and never over a setting of the user's.
-if "polars" not in _sys.modules:
-    _os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:100,muzzy_decay_ms:0")
-
 
 def _bundled_from_checkout() -> None:
     """``nsys_tools.capture`` and ``nsys_tools.kernels`` in a source checkout.

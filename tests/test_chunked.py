@@ -254,10 +254,12 @@ def test_spill_keeps_every_row_in_its_bucket():
     assert spread == [10] * 5 + [9] * 5  # rows without a key are spread evenly
 
 
-def _allocator_setting(environ: dict) -> str:
-    """``_RJEM_MALLOC_CONF`` as Polars' allocator reads it, in a fresh process that imports this
-    package before Polars."""
-    code = "import nsys_tools, polars, os; print(os.environ['_RJEM_MALLOC_CONF'])"
+def _allocator_setting(
+    environ: dict, start: str = "from nsys_tools.cli.app import return_freed_pages; return_freed_pages()"
+) -> str:
+    """``_RJEM_MALLOC_CONF`` as Polars' allocator reads it, in a fresh process that starts as the
+    command does (``start``) before it imports Polars."""
+    code = f"import nsys_tools, os; {start}; import polars; print(os.environ.get('_RJEM_MALLOC_CONF'))"
     env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"} | environ
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
 
@@ -267,6 +269,9 @@ def test_freed_pages_are_returned_soon_unless_the_user_says_otherwise():
     # jemalloc takes the last setting of each option: ours follows Polars' defaults.
     assert _allocator_setting({}).endswith("dirty_decay_ms:100,muzzy_decay_ms:0")
     assert _allocator_setting({"_RJEM_MALLOC_CONF": "dirty_decay_ms:2000"}).endswith(",dirty_decay_ms:2000")
+    # Importing the library (and the command line's modules) changes no environment: only the command's start does.
+    code = "import os; before = dict(os.environ); import nsys_tools, nsys_tools.cli; print(dict(os.environ) == before)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "True"
 
 
 def test_a_piece_answers_only_the_reads_its_dry_run_recorded():

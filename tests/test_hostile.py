@@ -164,6 +164,24 @@ def test_re_exporting_over_a_scrubbed_export_needs_reexport(tmp_path, monkeypatc
     assert res.exit_code == 0 and log.exists() and sqlite.read_bytes() != scrubbed, res.stderr
 
 
+def test_reexport_is_a_value_of_the_call_not_of_the_process(tmp_path, monkeypatch):
+    """The permission to export again over a scrubbed export travels with the call that gives it:
+    a call without it, later in the same process, is refused as before."""
+    from nsys_tools.errors import BadExport
+    from nsys_tools.read.export import open_export
+
+    nsys, log = _logging_nsys(tmp_path)
+    monkeypatch.setenv("NSYS", str(nsys))
+    sqlite, rep = _stale_pair(tmp_path)
+    assert runner.invoke(app, ["scrub", str(sqlite)]).exit_code == 0
+    os.utime(sqlite, (1_000_000_000, 1_000_000_000))
+    assert open_export(rep, reexport=True).path == sqlite and log.exists()
+    assert runner.invoke(app, ["scrub", str(sqlite)]).exit_code == 0
+    os.utime(sqlite, (1_000_000_000, 1_000_000_000))
+    with pytest.raises(BadExport, match="is a scrubbed export older than run.nsys-rep"):
+        open_export(rep)
+
+
 def test_file_names_reach_nsys_as_paths(tmp_path, monkeypatch):
     nsys, log = _logging_nsys(tmp_path)
     monkeypatch.setenv("NSYS", str(nsys))

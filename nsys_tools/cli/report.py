@@ -318,12 +318,10 @@ def _exports(inputs: list[Path], view: str, how: tuple, output, options: dict, r
     read, those that failed, the output file."""
     from rich.progress import Progress
 
-    from ..read.export import allow_reexport
     from ..read.inputs import expand_inputs
     from ..run.engine import connect
     from ..run.report import view_table
 
-    allow_reexport(read["reexport"])  # for this run only: a process that runs the CLI again starts without it
     scheduler, strict, merge = how
     skipped: list = []
     counted: dict = {}
@@ -333,7 +331,7 @@ def _exports(inputs: list[Path], view: str, how: tuple, output, options: dict, r
     if not (merge or read["per_file"]):
         from ..read.sessions import one_run
 
-        one_run(files, inputs, read["nsys"])
+        one_run(files, inputs, read["nsys"], read["reexport"])
     _stale_notes(files)
     target = _output(output, _read_by(files))
     failures: list[NsysToolsError] = []

@@ -34,15 +34,9 @@ REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 PARTITION_ROWS = 500_000  # tables larger than this are read in parallel rowid partitions
 NSYS_TIMEOUT_S = 3600  # the longest any nsys call may take; $NSYS_TOOLS_NSYS_TIMEOUT overrides it
 SCRUBBED_TABLE = "NSYS_TOOLS_SCRUBBED"  # written by scrub: a re-export would bring back what it removed
-_REEXPORT = {"on": False}  # --reexport: replace a scrubbed export from its report
 # What connectorx says when it cannot read a result that SQLite can: text that is not UTF-8, or
 # a column without a declared type (a computed one) whose first value is NULL.
 CONNECTORX_FALLBACK = ("utf-8", "utf8", "infer type from null")
-
-
-def allow_reexport(on: bool = True) -> None:
-    """``--reexport``: a scrubbed export may be replaced by a new export of its report."""
-    _REEXPORT["on"] = on
 
 
 def is_scrubbed(path: Path) -> bool:
@@ -57,9 +51,10 @@ def is_scrubbed(path: Path) -> bool:
         return False
 
 
-def _replaceable(report: Path, target: Path) -> None:
-    """Refuse to re-export over anything but a plain, unscrubbed export of one name: never
-    through a symlink, onto a hard link, a special file, or a file that is not SQLite."""
+def _replaceable(report: Path, target: Path, reexport: bool) -> None:
+    """Refuse to re-export over anything but a plain export of one name, unscrubbed unless
+    ``reexport`` (``--reexport``) allows it: never through a symlink, onto a hard link, a special
+    file, or a file that is not SQLite."""
     try:
         st = target.lstat()
     except FileNotFoundError:
@@ -80,7 +75,7 @@ def _replaceable(report: Path, target: Path) -> None:
         raise BadExport(target, f"cannot be read ({exc.strerror})", hint) from exc
     if head and head != SQLITE_MAGIC:
         raise BadExport(target, "is not an SQLite export: a re-export writes only over an export", hint)
-    if is_scrubbed(target) and not _REEXPORT["on"]:
+    if is_scrubbed(target) and not reexport:
         raise BadExport(
             target,
             f"is a scrubbed export older than {report.name}: re-exporting would bring back what scrub removed",
@@ -163,12 +158,13 @@ def export_is_current(report: Path, target: Path) -> bool:
     return target.is_file() and target.stat().st_mtime >= report.stat().st_mtime
 
 
-def export_report(report: Path, nsys: str | Path | None = None) -> Path:
-    """Export ``report`` (.nsys-rep) to a sibling ``.sqlite``, reusing it while it is newer."""
+def export_report(report: Path, nsys: str | Path | None = None, *, reexport: bool = False) -> Path:
+    """Export ``report`` (.nsys-rep) to a sibling ``.sqlite``, reusing it while it is newer;
+    ``reexport``: also over a scrubbed export (``--reexport``)."""
     target = report.with_suffix(".sqlite")
     if export_is_current(report, target):
         return target
-    _replaceable(report, target)
+    _replaceable(report, target, reexport)
     exe = find_nsys(nsys, needed_for=report)
     with ExitStack() as stack:
         try:
@@ -517,14 +513,14 @@ def stale_note(export: Path) -> str | None:
     )
 
 
-def open_export(path: str | Path, nsys: str | Path | None = None) -> Export:
+def open_export(path: str | Path, nsys: str | Path | None = None, *, reexport: bool = False) -> Export:
     """Open an export for reading: a ``.sqlite`` as given (warning ``StaleExport`` when a newer
     ``.nsys-rep`` sits beside it), a ``.nsys-rep`` through nsys into the ``.sqlite`` beside it
-    (reused while it is current)."""
+    (reused while it is current; over a scrubbed one only with ``reexport``)."""
     source = Path(path)
     if not source.exists():
         raise BadExport(source, "no such file", "check the path" + (" (a broken symlink)" if source.is_symlink() else ""))
-    sqlite_path = export_report(source, nsys) if source.suffix in REPORT_SUFFIXES else source
+    sqlite_path = export_report(source, nsys, reexport=reexport) if source.suffix in REPORT_SUFFIXES else source
     check_sqlite(sqlite_path)
     note = stale_note(source)
     if note:

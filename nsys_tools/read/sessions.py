@@ -46,10 +46,10 @@ def extent(path: Path, nsys=None) -> tuple[int, int, int] | None:
     return min(r[0] for r in rows), max(r[1] for r in rows), sum(r[2] for r in rows)
 
 
-def span(path: Path, nsys=None) -> Span | None:
+def span(path: Path, nsys=None, reexport: bool = False) -> Span | None:
     """``path``'s capture on the wall clock (None where it records no wall-clock start)."""
     with reading(path):
-        ex = open_export(path, nsys)
+        ex = open_export(path, nsys, reexport=reexport)
         if not ex.has(S.SESSION_START):
             return None
         with ex.connect() as con:
@@ -65,22 +65,22 @@ def span(path: Path, nsys=None) -> Span | None:
     return Span(path, row[0] + times[0], row[0] + times[1])
 
 
-def placed(path: Path, nsys=None) -> Span | None:
+def placed(path: Path, nsys=None, reexport: bool = False) -> Span | None:
     """``span``, or None where the export cannot be read (its reader names the problem) or
     holds times that are not integers."""
     from ..errors import NsysToolsError
 
     try:
-        s = span(path, nsys)
+        s = span(path, nsys, reexport)
     except NsysToolsError:
         return None
     return s if s is not None and isinstance(s.start_ns, int) and isinstance(s.end_ns, int) else None
 
 
-def runs(files: Sequence[Path], nsys=None) -> list[list[Path]]:
+def runs(files: Sequence[Path], nsys=None, reexport: bool = False) -> list[list[Path]]:
     """``files`` as runs: groups of exports whose wall-clock capture spans overlap, in order of
     start (each group in the order given); one group where an export cannot be placed."""
-    spans = [placed(f, nsys) for f in files]
+    spans = [placed(f, nsys, reexport) for f in files]
     if len(files) < 2 or any(s is None for s in spans):
         return [list(files)] if files else []
     groups: list[list[Span]] = []
@@ -95,12 +95,12 @@ def runs(files: Sequence[Path], nsys=None) -> list[list[Path]]:
     return [sorted((s.path for s in g), key=order.__getitem__) for g in groups]
 
 
-def one_run(files: Sequence[Path], given: Sequence[Path], nsys=None) -> None:
+def one_run(files: Sequence[Path], given: Sequence[Path], nsys=None, reexport: bool = False) -> None:
     """Refuse ``files`` (read from the paths ``given``) when they hold more than one run: an
     ``errors.UsageError`` naming them, with the choice of ``compare`` or ``--merge``."""
     from ..errors import UsageError
 
-    groups = runs(files, nsys)
+    groups = runs(files, nsys, reexport)
     if len(groups) < 2:
         return
     where = given[0] if len(given) == 1 else groups[1][0]

@@ -419,7 +419,8 @@ class Trace:
         )
 
 
-def open(path: str | Path, nsys: str | Path | None = None) -> Trace:  # noqa: A001 - the facade's name
-    """Open an export (``.sqlite`` as given, or ``.nsys-rep`` exported through nsys) for reading
-    as frames: every frame method returns a LazyFrame at once, read at ``.collect()``."""
-    return Trace(open_export(path, nsys), lazy=True)
+def open(path: str | Path, nsys: str | Path | None = None, *, reexport: bool = False) -> Trace:  # noqa: A001 - the facade's name
+    """Open an export (``.sqlite`` as given, or ``.nsys-rep`` exported through nsys; over a scrubbed
+    export only with ``reexport``) for reading as frames: every frame method returns a LazyFrame at
+    once, read at ``.collect()``."""
+    return Trace(open_export(path, nsys, reexport=reexport), lazy=True)

@@ -27,12 +27,12 @@ from .engine import Local
 
 
 def _per_file(
-    path: Path, *, view: str, by: tuple[str, ...], per_file: bool, nsys, options: dict, account: bool
+    path: Path, *, view: str, by: tuple[str, ...], per_file: bool, nsys, reexport: bool, options: dict, account: bool
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """One export's partial table of ``view``, through the cache beside it, and with ``account``
     its ``read.accounted.accounting``, counted in the same pass where the view is read in pieces."""
     with reading(path):
-        ex = open_export(path, nsys)
+        ex = open_export(path, nsys, reexport=reexport)
         before = _identity(ex.path)
         detail = " ".join(f"{k}={options[k]}" for k in sorted(options))
         key = f"view {view} partial by={','.join(by)} {detail}"
@@ -103,7 +103,9 @@ def view_table(
     # Rows by device over several exports: each part names its export, so that one GPU id in
     # two exports (every node of a multi-node job has a GPU 0) stays two devices.
     named = per_file or ("gpu_id" in by_cols and len(files) > 1)
-    read = partial(_per_file, view=view, by=by_cols, per_file=named, nsys=nsys, options=options, account=account)
+    read = partial(
+        _per_file, view=view, by=by_cols, per_file=named, nsys=nsys, reexport=reexport, options=options, account=account
+    )
     results = (engine or Local()).map(read, files, progress, keep_going=failures is not None)
     parts = [r[0] for r in results if not isinstance(r, NsysToolsError)]
     if account:
@@ -163,13 +165,19 @@ def kernel_summary(paths: Sequence[str | Path], **kw) -> pl.DataFrame:
 
 
 def named_ops(
-    path: str | Path, *, names: str = "short", include_memops: bool = True, by: Sequence[str] = (), nsys=None
+    path: str | Path,
+    *,
+    names: str = "short",
+    include_memops: bool = True,
+    by: Sequence[str] = (),
+    nsys=None,
+    reexport: bool = False,
 ) -> pl.DataFrame:
     """One export's GPU operations with their innermost NVTX range: ``by`` columns (of
     ``views.by_columns``), ``range``, ``kernel``, ``start_ns``, ``duration_ns`` (through the
     cache, like the report)."""
     by = list(by)
-    with reading(path), open_trace(path, nsys) as trace:
+    with reading(path), open_trace(path, nsys, reexport=reexport) as trace:
         options = f"names={names} memops={include_memops} by={','.join(by)} with start"
 
         def compute() -> pl.DataFrame:

@@ -84,7 +84,7 @@ def _open_exports(
     frames, read = [], []
     for f in files:  # one rule for a bad file in a folder: skipped and counted (skipped given), else an error
         try:
-            frames.append(named_ops(f, nsys=nsys, names=names, by=by_cols).with_columns(file=pl.lit(shown(f))))
+            frames.append(named_ops(f, nsys=nsys, names=names, by=by_cols, reexport=reexport).with_columns(file=pl.lit(shown(f))))
             read.append(f)
         except NsysToolsError as err:
             if skipped is None or len(files) == 1:
@@ -96,7 +96,7 @@ def _open_exports(
     rows = pl.concat(frames)
     ranged = rows.filter(pl.col("range") != "")
     with reading(files[0]):
-        first = open_export(files[0], nsys)
+        first = open_export(files[0], nsys, reexport=reexport)
         gpus = events.gpus(first)
         info = events.session(first)
     meta = {
