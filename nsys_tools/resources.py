@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import archives
 from .errors import BadExport
 
 DEMO_SWEEP = "20261129-183449-quiet"
@@ -12,10 +13,14 @@ _REPO = _HERE.parent / "reports"
 
 
 def demo_capture() -> Path:
-    """The bundled sweep: inside the installed package, or in a source checkout's reports/."""
+    """The bundled sweep's folder: inside the installed package, or in a source checkout's
+    reports/sweeps, as a folder (the tests unpack it there) or as its archive, unpacked."""
     for candidate in (_HERE / "demo" / "sweep", _REPO / "sweeps" / DEMO_SWEEP):
         if (candidate / "manifest.json").is_file():
             return candidate
+    archive = _REPO / "sweeps" / f"{DEMO_SWEEP}{archives.SUFFIX}"
+    if archive.is_file():
+        return archives.unpacked(archive)
     raise BadExport(_HERE / "demo", "the bundled demo capture is missing", "reinstall nsys-tools")
 
 

@@ -1,12 +1,37 @@
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SWEEPS = Path(__file__).resolve().parents[1] / "reports" / "sweeps"
+
+
+def _unpack_sweeps() -> None:
+    """The committed sweeps are archives, ``reports/sweeps/<id>.tar.xz``; the tests read the
+    folders they hold, unpacked once beside them (git ignores them) with the checks every archive
+    gets. A folder is unpacked under a hidden name and renamed into place, so that parallel
+    workers never see half of one."""
+    from nsys_tools import archives
+
+    for archive in sorted(SWEEPS.glob(f"*{archives.SUFFIX}")):
+        folder = SWEEPS / archives.name_of(archive)
+        if folder.is_dir():
+            continue
+        work = Path(tempfile.mkdtemp(prefix=".unpacking-", dir=SWEEPS))
+        try:
+            archives.unpack(archive, work).rename(folder)
+        except OSError:
+            if not folder.is_dir():  # another worker renamed its copy first: that one is as good
+                raise
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+_unpack_sweeps()
 # Sweeps of LayerNorm on the H200, 2026-11-29: quiet sessions and one under a background load.
 QUIET = SWEEPS / "20261129-183449-quiet"
 QUIET_2 = SWEEPS / "20261129-183620-quiet"

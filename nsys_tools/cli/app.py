@@ -199,8 +199,8 @@ def _fail(failures: list[NsysToolsError], summary: str) -> None:
 
 
 def _folder_files(folder: Path) -> list[Path]:
-    """The files of a sweep folder, which an output must not replace."""
-    return [f for f in folder.iterdir() if f.is_file()]
+    """The files of a sweep folder (or a sweep archive itself), which an output must not replace."""
+    return [folder] if folder.is_file() else [f for f in folder.iterdir() if f.is_file()]
 
 
 def _read_by(exports: list[Path]) -> list[Path]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
+from .. import archives
 from ..convention import RANGE, RANGE_REGEX, rotated
 from ..errors import BadExport, NsysToolsError
 from ..folder_format import MANIFEST, HarnessRecord, Manifest, Spec, UnitEntry, export_path, harness_path
@@ -33,7 +34,8 @@ def shape_text(text: str) -> str:
 
 
 def is_sweep(path: str | Path) -> bool:
-    return (Path(path) / MANIFEST).is_file()
+    """A sweep folder, or a sweep archive (``<id>.tar.xz``: ``archives``)."""
+    return (Path(path) / MANIFEST).is_file() or archives.is_archive(path)
 
 
 @dataclass
@@ -308,8 +310,10 @@ def into_calls(ops: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
 
 
 def load(path: str | Path) -> Sweep:
-    """Open a sweep folder. Units whose capture failed are left out (the manifest says why)."""
-    root = Path(path)
+    """Open a sweep folder, or a sweep archive unpacked into a private folder that lives as long
+    as the process (``archives.unpacked``). Units whose capture failed are left out (the manifest
+    says why)."""
+    root = archives.unpacked(path) if archives.is_archive(path) else Path(path)
     sweep = Sweep(root, Manifest.read(root))
     sweep.units = [u for u, e in sweep.entries.items() if e.status == "ok" and sweep.export(u).exists()]
     return sweep
