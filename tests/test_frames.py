@@ -12,6 +12,7 @@ from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
 from nsys_tools.cli import app
+from nsys_tools.escape import markdown
 from nsys_tools.render import frames as F
 from nsys_tools.run.report import view_table
 
@@ -50,7 +51,7 @@ def test_every_frame_and_its_schema_note_are_written(exported):
         assert pl.read_parquet(out / f"{name}.parquet").height == meta["rows"][name]
         section = note.split(f"## {name}.parquet")[1].split("\n## ")[0]
         for column in columns:  # every column explained, none left without a meaning
-            line = next(x for x in section.splitlines() if x.startswith(f"| `{column}` |"))
+            line = next(x for x in section.splitlines() if x.startswith(f"| {markdown(column)} |"))
             assert line.split("|")[3].strip()
 
 

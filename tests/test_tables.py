@@ -123,7 +123,7 @@ def _read_back(cell: str) -> str:
 def _shown(name: str) -> str:
     """The name as a cell may show it: terminal escape sequences gone, characters that end a
     line and controls as spaces, characters that reorder or hide text as U+FFFD."""
-    from nsys_tools.render.tables import ANSI
+    from nsys_tools.escape import ANSI
 
     breaking = {*map(chr, range(0x20)), *map(chr, range(0x7F, 0xA0)), "\u2028", "\u2029"}
     hidden = {*"\u061c\u200b\u200c\u200d\u200e\u200f\u2060\ufeff"}

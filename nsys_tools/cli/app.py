@@ -15,6 +15,7 @@ import typer.core
 from rich.console import Console
 
 from ..errors import BadExport, NsysToolsError, OutputError
+from ..escape import terminal
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
@@ -41,7 +42,16 @@ app = typer.Typer(
 )
 
 
-stderr = Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)  # a path may hold ":name:"
+class _Lines(Console):
+    """The console of ``Error:``, ``Warning:`` and ``Note:`` lines. Each text printed is made one
+    safe terminal line (``escape.terminal``): a file name or a name from an export cannot send
+    escape sequences to the terminal or start a line of its own."""
+
+    def print(self, *objects, **kwargs) -> None:
+        super().print(*(terminal(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
+stderr = _Lines(stderr=True, soft_wrap=True, highlight=False, emoji=False)  # a path may hold ":name:"
 
 
 _debug = {"on": False}

@@ -5,12 +5,11 @@ vl-convert, no network), so they open offline and wherever the file is copied.""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import polars as pl
 
-from ..files import output_error, replaced_atomically
+from . import chart_file
 
 WIDTH = 150
 HEIGHT = 220
@@ -124,29 +123,7 @@ def history(hist: pl.DataFrame, impl: str, vs: str, shape: str, band: tuple[floa
     )
 
 
-class ScriptSafeJSON(json.JSONEncoder):
-    """JSON that can stand inside an HTML ``<script>``: ``<``, ``>``, ``&``, U+2028 and U+2029 as
-    ``\\u`` escapes, so that a manifest's text (``</script>`` in a sweep id) cannot end the script."""
-
-    _SAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-
-    def encode(self, o) -> str:
-        text = super().encode(o)
-        for char, code in self._SAFE.items():
-            text = text.replace(char, code)
-        return text
-
-
 def save(chart, stem: Path) -> list[Path]:
-    """Write ``stem``.png (vl-convert) and a self-contained ``stem``.html; returns both paths."""
-    try:
-        stem.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise output_error(stem.parent, exc) from exc
-    out = []
-    for suffix, options in ((".png", {"scale_factor": 2}), (".html", {"inline": True, "json_kwds": {"cls": ScriptSafeJSON}})):
-        target = stem.with_suffix(suffix)
-        with replaced_atomically(target) as partial:
-            chart.save(str(partial), **options)
-        out.append(target)
-    return out
+    """Write ``stem``.png and a self-contained ``stem``.html (``chart_file.save``: a link planted
+    in the chart folder is replaced, never followed); returns both paths."""
+    return [chart_file.save(chart, stem.with_suffix(suffix)) for suffix in (".png", ".html")]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ..escape import markdown
 from ..files import made_folder, replaced_atomically
 from ..read import schema as S
 
@@ -107,12 +108,12 @@ def describe(frame: str, column: str) -> str:
         if fld.name == column and not fld.expr:
             return f"`{table}.{fld.sources[0]}`"
     camel = re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), column)
-    return f"`{table}.{camel}`"
+    return markdown(f"{table}.{camel}")
 
 
 def schema_note(written: dict[str, pl.Schema], rows: dict[str, int], source: str) -> str:
     lines = [
-        f"# Frames of {source}",
+        f"# Frames of {markdown(source)}",
         "",
         "Written by `nsys-tools export`: the frames nsys-tools reads an export into, one Parquet file each. Times are",
         "integer nanoseconds on the export's clock; names are resolved to text. A column named as an export column",
@@ -128,7 +129,7 @@ def schema_note(written: dict[str, pl.Schema], rows: dict[str, int], source: str
             "| column | type | meaning |",
         ]
         lines.append("|---|---|---|")
-        lines += [f"| `{c}` | {dtype} | {describe(frame, c)} |" for c, dtype in columns.items()]
+        lines += [f"| {markdown(c)} | {markdown(str(dtype))} | {describe(frame, c)} |" for c, dtype in columns.items()]
         lines.append("")
     return "\n".join(lines)
 

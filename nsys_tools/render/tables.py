@@ -15,6 +15,9 @@ from enum import Enum
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from ..escape import markdown as escape
+from ..escape import terminal
+
 if TYPE_CHECKING:  # the CLI imports this module for Format; capture machines have no Polars
     import polars as pl
 
@@ -27,34 +30,7 @@ class Format(str, Enum):
 
 
 MAX_NAME = 60
-# One pass over the text: markdown punctuation gets a backslash; characters HTML would read
-# become entities (``@`` too, so a name cannot mention a user); anything that ends a line (CR,
-# LF, and the Unicode line and paragraph separators) or is a control character becomes a space.
-_ESCAPES = {ord(c): "\\" + c for c in "\\|*_`[]#~$"}
-_ESCAPES |= {ord("&"): "&amp;", ord("<"): "&lt;", ord(">"): "&gt;", ord("@"): "&#64;"}
-_ESCAPES |= {c: " " for c in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]}  # C0, DEL and C1 controls
-
-
-# Terminal escape sequences (CSI colour and cursor codes, OSC titles and links) go whole; what
-# reorders or hides text (bidi overrides and isolates, zero-width characters) becomes U+FFFD,
-# so that a name cannot show as another one.
-ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x9b[0-?]*[ -/]*[@-~]")
-_HIDDEN_CODES = [0x061C, *range(0x200B, 0x2010), 0x2060, 0xFEFF, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
-_HIDDEN = {c: "\ufffd" for c in _HIDDEN_CODES}
-_ESCAPES |= _HIDDEN
-_NEUTRAL = {**_HIDDEN, **{c: " " for c in [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x2028, 0x2029]}}
 CELL_MAX = 120  # the longest markdown cell; longer text is cut, with the whole in a footnote
-
-
-def escape(text: str) -> str:
-    """Make ``text`` safe inside a markdown table cell: one line, one cell, no markup, no
-    terminal escapes, nothing that reorders or hides characters."""
-    return ANSI.sub("", text).translate(_ESCAPES)
-
-
-def neutral(text: str) -> str:
-    """``text`` safe on a terminal (``--format table``): one line, no escapes, no bidi controls."""
-    return ANSI.sub("", text).translate(_NEUTRAL)
 
 
 def _strip_group(text: str, open_: str, close: str, keep_depth: int) -> str:
@@ -384,13 +360,7 @@ def render(df: pl.DataFrame, fmt: Format, headers: Mapping[str, str] | None = No
     if fmt is Format.table:
         import polars as pl
 
-        hidden = "[" + "".join(f"\\x{{{c:04X}}}" for c in _HIDDEN_CODES) + "]"
-        safe = df.with_columns(  # what ``neutral`` does, in Polars
-            pl.col(pl.String)
-            .str.replace_all(ANSI.pattern, "")
-            .str.replace_all(r"[\x00-\x1f\x7f-\x9f\x{2028}\x{2029}]", " ")
-            .str.replace_all(hidden, "\ufffd")
-        )
+        safe = df.with_columns(pl.col(pl.String).map_elements(terminal, return_dtype=pl.String))
         with pl.Config(
             tbl_rows=-1,
             tbl_cols=-1,

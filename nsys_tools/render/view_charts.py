@@ -30,7 +30,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ..files import output_error, replaced_atomically
+from . import chart_file
 from .tables import shorten
 
 TOP = 15
@@ -423,12 +423,6 @@ def steps(table: pl.DataFrame):
 
 
 def save(chart, path: Path) -> Path:
-    """Write ``chart`` to ``path``: a self-contained .html, or a .png (vl-convert, twice the size)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise output_error(path.parent, exc) from exc
-    options = {"inline": True} if path.suffix == ".html" else {"scale_factor": 2}
-    with replaced_atomically(path, through_link=True) as partial:
-        chart.save(str(partial), **options)
-    return path
+    """Write ``chart`` to ``path``, the file the user named: a self-contained .html, or a .png
+    (``chart_file.save``)."""
+    return chart_file.save(chart, path, through_link=True)

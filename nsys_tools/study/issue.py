@@ -20,7 +20,8 @@ import polars as pl
 from ..errors import UsageError
 from ..files import safe_name
 from ..render import charts
-from ..render.tables import ANSI, escape, grid, us
+from ..escape import ANSI
+from ..render.tables import escape, grid, us
 from ..views import stats as metrics
 from . import ledger, verdict
 from .folder import Sweep, summary
