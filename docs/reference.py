@@ -1,10 +1,11 @@
 """The reference pages of the site, made from the registries when the site is built.
 
 ``mkdocs.yml`` names this file as a hook: ``on_files`` adds one page per command (from the
-click command that typer builds from ``nsys_tools.cli.app``: usage, help, every option) and one
+click command that typer builds from ``nsys_tools.cli.app``: usage, help, every option), one
 per view (from ``nsys_tools.views.REGISTRY``: summary, description, columns, options, how it is
-read), with an index of each. Nothing here is written into ``docs/``: the pages exist only in
-the built site, so they cannot drift from the code. ``pages()`` gives them as text, for tests.
+read) and one per diagnose rule (from ``nsys_tools.rules.REGISTRY``), with an index of each.
+Nothing here is written into ``docs/``: the pages exist only in the built site, so they cannot
+drift from the code. ``pages()`` gives them as text, for tests.
 """
 
 from __future__ import annotations
@@ -134,6 +135,31 @@ def pages() -> dict[str, str]:
         out[f"views/{name}.md"] = _view_page(view, _table(views))
         listed.append(f"| [`{name}`]({name}.md) | {_cell(view.summary)} |")
     out["views/index.md"] = "\n".join(listed) + "\n"
+    out.update(_rule_pages())
+    return out
+
+
+def _rule_pages() -> dict[str, str]:
+    """A page per diagnose rule (``nsys_tools.rules.REGISTRY``: summary, description, options), and their index."""
+    from nsys_tools import rules
+
+    out = {}
+    listed = ["# Rules", "", "`nsys-tools diagnose` runs them all; every page here is made from the rule registry.", ""]
+    listed += ["| rule | what it finds | nsys analyze twin |", "|---|---|---|"]
+    for name in rules.names():
+        rule = rules.spec(name)
+        twin = f"`{rule.twin}`" if rule.twin else "(none)"
+        lines = [f"# Rule `{name}`", "", f"{rule.summary[:1].upper()}{rule.summary[1:]}.", "", "```text"]
+        lines += [f"nsys-tools diagnose EXPORT --rule {name} --format csv", "```", "", f"**nsys analyze twin:** {twin}.", ""]
+        lines += [inspect.cleandoc(rule.load().__doc__ or "").replace("``", "`"), "", "## Options", ""]
+        if rule.options:
+            lines += ["| option | type | default | what it does |", "|---|---|---|---|"]
+            lines += [f"| `{k}` | `{t.__name__}` | `{d!r}` | {_cell(h)} |" for k, (t, d, h) in rule.options.items()]
+        else:
+            lines.append("None.")
+        out[f"rules/{name}.md"] = "\n".join(lines) + "\n"
+        listed.append(f"| [`{name}`]({name}.md) | {_cell(rule.summary)} | {twin} |")
+    out["rules/index.md"] = "\n".join(listed) + "\n"
     return out
 
 

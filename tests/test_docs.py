@@ -139,3 +139,9 @@ def test_a_reference_page_per_command_and_per_view():
         assert all(f"`{column}`" in page for column in views.spec(name).columns), name
         assert all(f"`{option.flag}`" in page for option in views.spec(name).options), name
         assert f"[`{name}`]({name}.md)" in pages["views/index.md"]
+    from nsys_tools import rules
+
+    for name in rules.names():
+        page = pages[f"rules/{name}.md"]
+        assert page.startswith(f"# Rule `{name}`") and all(f"`{o}`" in page for o in rules.spec(name).options), name
+        assert f"[`{name}`]({name}.md)" in pages["rules/index.md"]
