@@ -33,6 +33,41 @@ def _capture_files(path: Path) -> list[Path]:
     return _folder_files(path) if is_sweep(path) else _read_by(expand_inputs([path]))
 
 
+def _run(base: Path, new: Path, per: str | None, nsys, reexport: bool):
+    """The run figures of BASE and NEW (``study.whole``) and each side's units of work, or None
+    (with a note) where a side is not one run of exports."""
+    from ..study import whole as W
+
+    sides = [W.open_run(p, per=per, nsys=nsys, reexport=reexport) for p in (base, new)]
+    why = [s for s in sides if isinstance(s, str)]
+    if why:
+        if per:
+            raise typer.BadParameter(why[0], param_hint="--per")
+        stderr.print(f"Note: {why[0]}", markup=False)
+        return None
+    for line in dict.fromkeys(n for s in sides for n in s.notes):
+        stderr.print(f"Note: {line}", markup=False)
+    run = W.compare_runs(*sides, per=per)
+    return run, tuple(W.units(s, run.unit) for s in sides)
+
+
+def _compared(a, b, table, method: str, run, fmt: Format) -> str:
+    """The comparison as written: the run figures first (markdown, json), then the rows."""
+    import json
+
+    from ..render.tables import render
+    from ..study import compare as C
+    from ..study import whole as W
+
+    if fmt is Format.markdown:
+        unit = None if run is None else ("s" if run.unit == "second" else run.unit)
+        rows = C.markdown(a, b, table, method, unit=unit)
+        return rows if run is None else W.markdown(run) + "\n" + rows
+    if fmt is Format.json and run is not None:
+        return json.dumps({"run": run.json(), "rows": table.to_dicts()}, indent=1, allow_nan=False)
+    return render(table, fmt)
+
+
 @app.command()
 @friendly
 def compare(
@@ -58,9 +93,20 @@ def compare(
         ),
     ] = None,
     names: Annotated[
-        Names,
-        typer.Option(help="Exports: kernel names short (default) or demangled; op: rows by (op, kernel), PyTorch ids dropped."),
-    ] = Names.short,
+        Optional[Names],
+        typer.Option(
+            help="Exports: kernel names short or demangled; op: rows by (op, kernel), PyTorch ids dropped "
+            "(default: op where most kernel time is in ranges named with per-call ids, else short).",
+            show_default=False,
+        ),
+    ] = None,
+    per: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Exports: the unit of work, an NVTX range glob (default: the steps both runs have, else seconds).",
+            show_default=False,
+        ),
+    ] = None,
     by: Annotated[
         Optional[str],
         typer.Option(help="Exports: split rows by any of device,process,stream (comma-separated).", show_default=False),
@@ -78,7 +124,6 @@ def compare(
     --noise-from A B measures it on two captures of one build.
     Exit code 0, or 3 with --fail-on-regression when a row is slower by that much.
     """
-    from ..render.tables import render
     from ..study import compare as C
 
     if session_noise is not None and noise_from is not None:
@@ -95,8 +140,17 @@ def compare(
         _stale_notes(_capture_exports(side, reexport))
     keys = tuple(_by(by))
     skipped: list = []
-    a, b = (C.open_capture(p, nsys, skipped, names=names.value, by=keys, reexport=reexport) for p in (base, new))
+    a, b = (C.open_capture(p, nsys, skipped, names=(names or Names.short).value, by=keys, reexport=reexport) for p in (base, new))
     _skipped(skipped, strict)
+    if names is None and a.keys[-2:] == C.EXPORT_KEYS and (share := C.carries_ids(a)) > 0.5:
+        stderr.print(
+            f"Note: {100 * share:.0f}% of the base's kernel time is in ranges named with per-call ids (seq, op_id, sizes), "
+            "which match nothing across runs: rows are by (op, kernel); --names short keeps the range names",
+            markup=False,
+        )
+        names = Names.op
+        a, b = (C.open_capture(p, nsys, names="op", by=keys, reexport=reexport) for p in (base, new))
+    names = names or Names.short
     pair = tuple(C.open_capture(p, nsys, names=names.value, by=keys, reexport=reexport) for p in calibration) or None
     session_sd, source, dof = C.between_sessions(a, b, session_noise, ledger, near=new, calibration=pair)
     if session_noise is None and pair is None and dof and a.clusters != "round" and b.clusters != "round":
@@ -105,11 +159,12 @@ def compare(
             "for runs of a program, --noise-from A B measures it on two captures of one build.",
             markup=False,
         )
-    table = C.compare(a, b, session_sd=session_sd)
+    run = _run(base, new, per, nsys, reexport)
+    table = C.compare(a, b, session_sd=session_sd, units=run[1] if run else None)
     method = C.method(a, b, session_sd, source)
     for line in C.differences(a, b):
         stderr.print(f"Warning: the captures differ in {line}", markup=False)
-    _write(C.markdown(a, b, table, method) if fmt is Format.markdown else render(table, fmt), target)
+    _write(_compared(a, b, table, method, run and run[0], fmt), target)
     if fail_on_regression is not None:
         _fail_on_regression(table, a.keys, fail_on_regression)
 

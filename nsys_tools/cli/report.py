@@ -359,7 +359,15 @@ def _exports(inputs: list[Path], view: str, how: tuple, output, options: dict, r
 
         done = [f for f in files if f not in {e.path for e in failures}]
         globs = {"range_glob": read["range_glob"], "kernel_glob": read["kernel_glob"]}
-        why = reason(done, view, window=options.get("window"), step=options.get("step"), nsys=read["nsys"], **globs)
+        why = reason(
+            done,
+            view,
+            window=options.get("window"),
+            step=options.get("step"),
+            nsys=read["nsys"],
+            reexport=read["reexport"],
+            **globs,
+        )
         stderr.print(f"No rows: {why}.", markup=False)
     return frame, files, failures, target
 

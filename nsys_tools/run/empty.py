@@ -34,24 +34,24 @@ def seconds(lo: int, hi: int) -> str:
     return f"{a}–{b} s"
 
 
-def _ranges(path: Path, nsys=None) -> list[tuple[str, int]]:
+def _ranges(path: Path, nsys=None, reexport: bool = False) -> list[tuple[str, int]]:
     """The NVTX range texts of an export with their counts, most frequent first."""
     import polars as pl
 
     from ..read.trace import open as open_trace
 
-    with reading(path), open_trace(path, nsys) as trace:
+    with reading(path), open_trace(path, nsys, reexport=reexport) as trace:
         names = trace.ranges(columns=["range"]).select(pl.col("range").cast(pl.String)).collect()
     counts = names["range"].value_counts(sort=True)
     return [(r, n) for r, n in counts.iter_rows()]
 
 
-def _window(path: Path, window, nsys=None):
+def _window(path: Path, window, nsys=None, reexport: bool = False):
     """The window resolved on ``path``, and its span in words (or each rank's)."""
     from ..read.trace import open as open_trace
     from ..read.window import NO_END, resolve
 
-    with reading(path), open_trace(path, nsys) as trace:
+    with reading(path), open_trace(path, nsys, reexport=reexport) as trace:
         w = resolve(trace, window)
 
     def span(lo: int, hi: int) -> str:
@@ -73,6 +73,7 @@ def reason(
     range_glob: str | None = None,
     kernel_glob: str | None = None,
     nsys=None,
+    reexport: bool = False,
 ) -> str:
     """One sentence: why view ``view`` over ``files`` has no rows."""
     names = ", ".join(f"`{shown(f)}`" for f in files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
@@ -80,7 +81,7 @@ def reason(
     if not any(found.values()):
         return f"{names} hold{'s' if len(files) == 1 else ''} no kernel, copy or set (was the capture made with `-t cuda`?)"
     if window:
-        resolved = {f: _window(f, window, nsys) for f, e in found.items() if e}
+        resolved = {f: _window(f, window, nsys, reexport) for f, e in found.items() if e}
         outside = all(e[1] <= resolved[f][0].start_ns or e[0] >= resolved[f][0].end_ns for f, e in found.items() if e)
         if outside:
             where = "; ".join(
@@ -94,12 +95,12 @@ def reason(
 
         glob = step or STEP_GLOB
         pattern = re.compile(glob_regex(glob))
-        ranges = [(r, n) for f in files for r, n in _ranges(f, nsys)]
+        ranges = [(r, n) for f in files for r, n in _ranges(f, nsys, reexport)]
         if not any(pattern.search(r or "") for r, _ in ranges):
             seen = ", ".join(f"`{r}` ({n})" for r, n in ranges[:SHOWN_RANGES]) or "none"
             return f"no NVTX range matches {glob!r} in {names} (its ranges: {seen}); name the step range with --step GLOB"
     if view == "steps":
-        ranges = [(r, n) for f in files for r, n in _ranges(f, nsys)]
+        ranges = [(r, n) for f in files for r, n in _ranges(f, nsys, reexport)]
         seen = ", ".join(f"`{r}` ({n})" for r, n in ranges[:SHOWN_RANGES]) or "none"
         looked = (
             f"no NVTX range matches {step!r}"

@@ -14,6 +14,7 @@ verdict: faster, slower, or not distinguishable.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,6 +153,18 @@ def matched_share(base: Capture, new: Capture) -> tuple[float, float]:
     return share(base), share(new)
 
 
+def carries_ids(c: Capture) -> float:
+    """The share (0 to 1) of ``c``'s kernel time in rows whose range name carries per-call ids
+    (PyTorch's ``seq``, ``op_id``, ``sizes``: ``read.names.op_name`` changes it)."""
+    from ..read.names import op_name
+
+    if "range" not in c.calls.columns:
+        return 0.0
+    total = c.calls["duration_ns"].sum()
+    named = c.calls.filter(op_name(pl.col("range")) != pl.col("range"))["duration_ns"].sum()
+    return float(named / total) if total else 0.0
+
+
 def differences(base: Capture, new: Capture) -> list[str]:
     """What differs between the two captures' machines and settings, in words."""
     out = []
@@ -191,39 +204,96 @@ def between_sessions(
     return math.sqrt(2) * sd, source, dof
 
 
-def compare(base: Capture, new: Capture, *, session_sd: float = 0.0, level: float = 0.95, seed: int = 0) -> pl.DataFrame:
-    """One row per key on either side: medians, ratio NEW/BASE, interval and verdict."""
+MIN_CALLS = 3  # fewer calls on a side: "too few calls to tell"
+MODE_GAP = 4.0  # a gap of this factor between consecutive call times splits them into modes
+MODE_SHARE = 0.05  # each mode holds at least this share of the calls (and at least MIN_CALLS)
+
+
+def modes(values: Sequence[int]) -> list[float]:
+    """Where the calls of one row split into modes: the thresholds (geometric means across each
+    gap of at least ``MODE_GAP`` times between consecutive call durations, sorted), each mode
+    holding at least ``MODE_SHARE`` of the calls and ``MIN_CALLS``; [] for one mode."""
+    xs = sorted(v for v in values if v > 0)
+    least = max(MIN_CALLS, math.ceil(MODE_SHARE * len(xs)))
+    cuts, last = [], 0
+    for i in range(least, len(xs) - least + 1):
+        if i - last >= least and xs[i] >= MODE_GAP * xs[i - 1]:
+            cuts.append(math.sqrt(xs[i] * xs[i - 1]))
+            last = i
+    return cuts
+
+
+def compare(
+    base: Capture,
+    new: Capture,
+    *,
+    session_sd: float = 0.0,
+    level: float = 0.95,
+    seed: int = 0,
+    units: tuple[float, float] | None = None,
+) -> pl.DataFrame:
+    """One row per key on either side (per mode, where one side's calls split into modes: the
+    base's, else the new's, split both sides): medians,
+    calls, total per unit (``units``: how many units of work, steps or seconds, each side
+    ran), ratio NEW/BASE of medians with its interval, and verdict."""
     if base.keys != new.keys:
         raise BadExport(
             new.path, "holds ranges of another kind than the base", "compare sweeps with sweeps, or exports with exports"
         )
     keys = base.keys
-    a = {k: g for k, g in base.calls.partition_by(keys, as_dict=True).items()}
-    b = {k: g for k, g in new.calls.partition_by(keys, as_dict=True).items()}
+    a = dict(base.calls.partition_by(keys, as_dict=True).items())
+    b = dict(new.calls.partition_by(keys, as_dict=True).items())
     rows = []
     for key in [*a, *(k for k in b if k not in a)]:
         ga, gb = a.get(key), b.get(key)
-        row = dict(zip(keys, key, strict=True))
-        row |= {
-            "base_median_ns": None if ga is None else metrics.median(ga["duration_ns"]),
-            "new_median_ns": None if gb is None else metrics.median(gb["duration_ns"]),
-            "base_calls": 0 if ga is None else ga.height,
-            "new_calls": 0 if gb is None else gb.height,
-            "clusters": f"{_count(ga)}/{_count(gb)}",
-        }
-        if ga is None or gb is None:
-            rows.append(
-                row | {"ratio": None, "ci_lo": None, "ci_hi": None, "verdict": "only in " + ("new" if ga is None else "base")}
-            )
-            continue
-        r, lo, hi = metrics.ratio_ci(
-            gb["duration_ns"], ga["duration_ns"], gb["cluster"], ga["cluster"], session_sd=session_sd, level=level, seed=seed
-        )
-        rows.append(row | {"ratio": r, "ci_lo": lo, "ci_hi": hi, "verdict": metrics.verdict(lo, hi)})
-    schema = {k: pl.String for k in keys}
+        # Modes are a side's own (a kernel that runs long on some calls and short on others);
+        # a whole side moving (a slower kernel) is not a mode. The base's modes, else the new's.
+        cuts = next((c for c in (modes(g["duration_ns"]) for g in (ga, gb) if g is not None) if c), [])
+        for k, (ma, mb) in enumerate(zip(_split(ga, cuts), _split(gb, cuts), strict=True), 1):
+            mode = f"{k} of {len(cuts) + 1}" if cuts else None
+            rows.append(_row(dict(zip(keys, key, strict=True)), mode, ma, mb, units, session_sd, level, seed))
+    schema = {k: pl.String for k in keys} | {"mode": pl.String}
     schema |= {"base_median_ns": pl.Float64, "new_median_ns": pl.Float64, "base_calls": pl.Int64, "new_calls": pl.Int64}
+    schema |= {"base_per_unit_ns": pl.Float64, "new_per_unit_ns": pl.Float64}
     schema |= {"clusters": pl.String, "ratio": pl.Float64, "ci_lo": pl.Float64, "ci_hi": pl.Float64, "verdict": pl.String}
     return pl.DataFrame(rows, schema=schema).select(*schema)
+
+
+def _split(g: pl.DataFrame | None, cuts: list[float]) -> list[pl.DataFrame | None]:
+    """``g``'s calls in each mode (None for a mode, or a side, without calls)."""
+    if not cuts:
+        return [g]
+    bounds = [0.0, *cuts, math.inf]
+    if g is None:
+        return [None] * len(bounds[1:])
+    parts = [
+        g.filter((pl.col("duration_ns") >= lo) & (pl.col("duration_ns") < hi))
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+    return [p if p.height else None for p in parts]
+
+
+def _row(row: dict, mode, ga, gb, units, session_sd: float, level: float, seed: int) -> dict:
+    """One row of the comparison: ``ga``/``gb``, the calls of each side (None: none)."""
+    row |= {
+        "mode": mode,
+        "base_median_ns": None if ga is None else metrics.median(ga["duration_ns"]),
+        "new_median_ns": None if gb is None else metrics.median(gb["duration_ns"]),
+        "base_calls": 0 if ga is None else ga.height,
+        "new_calls": 0 if gb is None else gb.height,
+        "base_per_unit_ns": None if ga is None or not units else float(ga["duration_ns"].sum()) / units[0],
+        "new_per_unit_ns": None if gb is None or not units else float(gb["duration_ns"].sum()) / units[1],
+        "clusters": f"{_count(ga)}/{_count(gb)}",
+    }
+    none = {"ratio": None, "ci_lo": None, "ci_hi": None}
+    if ga is None or gb is None:
+        return row | none | {"verdict": "only in " + ("new" if ga is None else "base")}
+    if min(ga.height, gb.height) < MIN_CALLS:
+        return row | none | {"verdict": "too few calls to tell"}
+    r, lo, hi = metrics.ratio_ci(
+        gb["duration_ns"], ga["duration_ns"], gb["cluster"], ga["cluster"], session_sd=session_sd, level=level, seed=seed
+    )
+    return row | {"ratio": r, "ci_lo": lo, "ci_hi": hi, "verdict": metrics.verdict(lo, hi)}
 
 
 def noise_from(first: Capture, second: Capture, level: float = 0.95) -> tuple[float, int]:
@@ -280,7 +350,7 @@ def method(base: Capture, new: Capture, session_sd: float, noise_source: str) ->
     return f"Ratio NEW/BASE of median kernel times with a 95% interval from a hierarchical bootstrap: {clusters}{noise}."
 
 
-def markdown(base: Capture, new: Capture, table: pl.DataFrame, method_text: str) -> str:
+def markdown(base: Capture, new: Capture, table: pl.DataFrame, method_text: str, unit: str | None = None) -> str:
     from ..render.tables import escape, grid, shorten, us
 
     def side(c: Capture) -> str:
@@ -301,12 +371,27 @@ def markdown(base: Capture, new: Capture, table: pl.DataFrame, method_text: str)
         a, b = matched_share(base, new)
         lines.append(f"Rows on both sides hold {100 * a:.1f}% of the base's kernel time and {100 * b:.1f}% of the new's.\n")
     keys = [c for c in table.columns if c in (*KEYS, *base.keys)]
-    head = [*keys, "base µs", "new µs", "new/base (95%)", "verdict"]
+    moded = table["mode"].is_not_null().any()
+    per = f"per {unit} (µs)" if unit and table["base_per_unit_ns"].is_not_null().any() else None
+    head = [
+        *keys,
+        *(["mode"] if moded else []),
+        "calls",
+        "base µs",
+        "new µs",
+        *([per] if per else []),
+        "new/base (95%)",
+        "verdict",
+    ]
     body = []
     for r in table.iter_rows(named=True):
         ratio = "–" if r["ratio"] is None else f"{r['ratio']:.3f} ({r['ci_lo']:.3f}–{r['ci_hi']:.3f})"
         named = [escape(shorten(str(r[k]))) if r[k] != "" else "(none)" for k in keys]
-        cells = [*named, us(r["base_median_ns"]), us(r["new_median_ns"]), ratio]
-        body.append([*cells, "**" + r["verdict"] + "**" if r["verdict"] in ("faster", "slower") else r["verdict"]])
-    lines.append(grid(head, body, [False] * len(keys) + [True, True, True, False]))
+        cells = [*named, *([r["mode"] or ""] if moded else []), f"{r['base_calls']}/{r['new_calls']}"]
+        cells += [us(r["base_median_ns"]), us(r["new_median_ns"])]
+        cells += [f"{us(r['base_per_unit_ns'])} → {us(r['new_per_unit_ns'])}"] if per else []
+        verdict = "**" + r["verdict"] + "**" if r["verdict"] in ("faster", "slower") else r["verdict"]
+        body.append([*cells, ratio, verdict])
+    right = [False] * (len(keys) + moded) + [True] * (len(head) - len(keys) - moded - 1) + [False]
+    lines.append(grid(head, body, right))
     return "\n".join(lines)
