@@ -184,3 +184,15 @@ def test_slow_sibling_against_nsys_stats_kernel_totals():
     (found,) = diagnose(Run([LAYERNORM]), ["slow_sibling"])
     assert found.range == "torch/4096x768" and found.time_ns == total["torch"] - total["triton"]
     assert "43% of its sibling triton's speed" in found.title  # cupy, at 59%, is not flagged at the default 2x
+
+
+def test_diagnose_takes_one_run(tmp_path):
+    from typer.testing import CliRunner
+
+    from nsys_tools.cli import app
+
+    runs = torch_exports(tmp_path)
+    res = CliRunner().invoke(app, ["diagnose", str(runs["a"]), str(runs["b"]), "--rule", "setup"])
+    assert res.exit_code == 1 and res.output.count("Error:") == 1 and "2 separate runs" in res.output
+    merged = CliRunner().invoke(app, ["diagnose", str(runs["a"]), str(runs["b"]), "--rule", "setup", "--merge", "-f", "json"])
+    assert merged.exit_code == 0, merged.output

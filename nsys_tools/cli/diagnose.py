@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import _output, _read_by, _write, app, friendly, stderr
-from .options import SlowOption, StepOption, WarmupOption
+from .options import MergeOption, SlowOption, StepOption, WarmupOption
 
 
 class DiagnoseFormat(str, Enum):
@@ -38,6 +38,7 @@ def diagnose(
     step: StepOption = None,
     warmup: WarmupOption = None,
     slow: SlowOption = None,
+    merge: MergeOption = False,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """Ranked findings: what cost the run time, where, the rows behind it, and what to try.
@@ -57,6 +58,10 @@ def diagnose(
     if fmt is DiagnoseFormat.csv and len(chosen) != 1:
         raise typer.BadParameter("csv holds one rule's rows: give exactly one --rule", param_hint="--format")
     files = expand_inputs(paths)
+    if not merge:
+        from ..read.sessions import one_run
+
+        one_run(files, paths)
     target = _output(output, _read_by(files))
     run = Run(files, {k: v for k, v in {"step": step, "warmup": warmup, "slow": slow}.items() if v is not None})
     if fmt is DiagnoseFormat.csv:
