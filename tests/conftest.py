@@ -55,24 +55,6 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
-def pytest_configure(config):
-    """typer's ``CliRunner.invoke`` builds the click command from the app on every call, which
-    evaluates every option's annotations again (about 0.1 s a call on 2 cores, a third of the fast
-    tests' time); the tests build it once per app, as a process running the CLI does."""
-    try:
-        import typer.testing
-    except ImportError:  # the capture side's tests run without typer
-        return
-    build, built = typer.testing._get_command, {}
-
-    def command(app):
-        if id(app) not in built:
-            built[id(app)] = (app, build(app))  # the app is kept, so its id is not reused
-        return built[id(app)][1]
-
-    typer.testing._get_command = command
-
-
 def _gpu_missing() -> str | None:
     try:
         import torch
@@ -140,9 +122,9 @@ def quiet():
 def book(tmp_path_factory):
     """A ledger of four H200 sessions: three quiet (2026-11-29 18:22, 18:23, 18:36) and one under
     load (18:37), written once through ``ledger add``."""
-    from typer.testing import CliRunner
-
     from nsys_tools.cli import app
+
+    from .cli import CliRunner
 
     path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
     names = ["20261129-182219-quiet", "20261129-182342-quiet", "20261129-183620-quiet", "20261129-183713-loaded"]

@@ -16,11 +16,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.render import html
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

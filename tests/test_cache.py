@@ -205,9 +205,9 @@ def test_entries_follow_the_real_file_and_are_forgotten(tmp_path, cached):
 
 
 def test_scrub_forgets_the_files_entries(tmp_path, cached):
-    from typer.testing import CliRunner
-
     from nsys_tools.cli import app
+
+    from .cli import CliRunner
 
     path = tmp_path / "run.sqlite"
     shutil.copyfile(SRC, path)

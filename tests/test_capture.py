@@ -163,10 +163,10 @@ def test_sweep_records_failures_and_resumes(fake_nsys, tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_cli_sweep_adds_itself_to_the_ledger(fake_nsys, tmp_path):
-    from typer.testing import CliRunner
-
     from nsys_tools.cli import app
     from nsys_tools.study import ledger
+
+    from .cli import CliRunner
 
     args = [
         "capture",
@@ -216,9 +216,9 @@ SCALE = Path(__file__).resolve().parent / "plugins" / "scale_op.py"
 
 
 def _cli(*args: str):
-    from typer.testing import CliRunner
-
     from nsys_tools.cli import app
+
+    from .cli import CliRunner
 
     return CliRunner().invoke(app, list(args))
 

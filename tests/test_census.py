@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.kernels.layernorm import OP
 from nsys_tools.plugin import UnsupportedShape
 from nsys_tools.study import census
+
+from .cli import CliRunner
 
 pytestmark = pytest.mark.slow  # compiles kernels through NVRTC and Triton (about 45 s on 2 cores)
 

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 runner = CliRunner()

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.study import compare, ledger
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 ROOT = Path(__file__).resolve().parents[1]

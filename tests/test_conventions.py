@@ -13,11 +13,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.errors import BadExport
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 REPO = Path(__file__).resolve().parents[1]

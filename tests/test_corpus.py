@@ -7,10 +7,10 @@ import importlib.util
 import sys
 
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import BUG, app
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 pytestmark = pytest.mark.slow  # the 89 named bad inputs, each through the CLI (about 9 s)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 
-from typer.testing import CliRunner
-
 from nsys_tools.cli import app
 from nsys_tools.run.empty import seconds
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 MULTI = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"

@@ -188,9 +188,9 @@ def test_nsys_version_mismatch_is_passed_through(tmp_path, monkeypatch):
 
 
 def test_relative_nsys_option(tmp_path, monkeypatch):
-    from typer.testing import CliRunner
-
     from nsys_tools.cli import app
+
+    from .cli import CliRunner
 
     _script(tmp_path / "nsys", f'while [ "$1" != "--output" ]; do shift; done\ncp "{NEW}" "$2"\n')
     (tmp_path / "run.nsys-rep").write_bytes(b"report")

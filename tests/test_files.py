@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.errors import OutputError
 from nsys_tools.files import output_target, write_text_atomically
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 runner = CliRunner()

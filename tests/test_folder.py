@@ -8,12 +8,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.errors import BadExport
 from nsys_tools.study import folder as sweep
 
+from .cli import CliRunner
 from .conftest import MATMUL_BF16, QUIET, QUIET_2
 
 runner = CliRunner()

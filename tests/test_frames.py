@@ -9,13 +9,13 @@ import duckdb
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.escape import markdown
 from nsys_tools.render import frames as F
 from nsys_tools.run.report import view_table
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 MULTI = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"

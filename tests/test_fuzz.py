@@ -8,13 +8,13 @@ import random
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import BUG, app
 from nsys_tools.errors import NsysToolsError
 from nsys_tools.read.scrub import check
 from nsys_tools.run.report import kernel_summary
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 pytestmark = pytest.mark.slow  # 240 corruptions of real exports (about 18 s)

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 import nsys_tools
 from nsys_tools.cli import app
 from nsys_tools.run.report import view_table
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 MULTI = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import BUG, app
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,13 +8,13 @@ import stat
 
 import pytest
 from polars.testing import assert_frame_equal
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.errors import BadExport, NsysNotFound
 from nsys_tools.read.inputs import expand_inputs
 from nsys_tools.run.report import kernel_summary
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 NEW = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"

@@ -8,11 +8,11 @@ import shutil
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.study import folder as sweep
 
+from .cli import CliRunner
 from .conftest import LOADED, QUIET, SWEEPS
 
 runner = CliRunner()

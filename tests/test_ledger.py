@@ -10,12 +10,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.errors import CaptureError
 from nsys_tools.study import folder as sweep
 from nsys_tools.study import ledger
 
+from .cli import CliRunner
 from .conftest import LOADED, MATMUL_BF16, QUIET, SWEEPS
 
 ROOT = Path(__file__).resolve().parents[1]

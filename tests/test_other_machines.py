@@ -13,7 +13,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 import nsys_tools
 from nsys_tools.cli import app
@@ -22,6 +21,7 @@ from nsys_tools.read.export import StaleExport
 from nsys_tools.read.inputs import expand_inputs
 from nsys_tools.run.report import view_table
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 from .nsys_reference import assert_equal, assert_time_stats, paired, reference
 from .test_inputs import OLD, fake_nsys

@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.rules import REGISTRY, analyze, diagnose, parse
 from nsys_tools.rules.context import Run
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 from .torch_train import exports as torch_exports
 

@@ -9,13 +9,13 @@ import sqlite3
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.read.sessions import runs, span
 from nsys_tools.run.report import view_table
 from nsys_tools.study.summary import run_summary, summary
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 from .split_ranks import make
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from polars.testing import assert_frame_equal
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.errors import BadExport
@@ -19,6 +18,7 @@ from nsys_tools.read import scrub as scrub_module
 from nsys_tools.read.scrub import check, scrub
 from nsys_tools.run.report import kernel_summary
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 SECRET = "planted-secret-4f1d"

@@ -9,12 +9,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.read.scrub import _Identity, check, scrub
 
 from . import identity_corpus as corpus
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 VIEWS = (

@@ -160,9 +160,9 @@ def test_mfu_refuses_an_unknown_gpu(tmp_path):
 
 
 def test_no_steps_says_what_it_looked_for():
-    from typer.testing import CliRunner
-
     from nsys_tools.cli import app
+
+    from .cli import CliRunner
 
     export = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
     res = CliRunner().invoke(app, ["report", str(export), "--view", "steps"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.read.window import WindowSpec
@@ -15,6 +14,7 @@ from nsys_tools.run.report import view_table
 from nsys_tools.study.summary import findings, summary, tables
 
 from . import nccl_derived
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 MULTI = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"

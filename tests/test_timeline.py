@@ -11,12 +11,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 import nsys_tools
 from nsys_tools.cli import app
 from nsys_tools.render import timeline as T
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 MULTI = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools import views
 from nsys_tools.cli import app
@@ -14,6 +13,7 @@ from nsys_tools.render import view_charts as V
 from nsys_tools.run.report import view_table
 
 from . import nccl_derived
+from .cli import CliRunner
 from .conftest import FIXTURES
 
 DEMO = Path(__file__).resolve().parents[1] / "reports" / "sweeps" / "20261129-183449-quiet"

@@ -9,12 +9,12 @@ import math
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.run.report import view_table
 from nsys_tools.study import compare, ledger
 
+from .cli import CliRunner
 from .conftest import FIXTURES
 from .nsys_reference import ONE_DECIMAL, reference
 from .torch_train import RUNS, exports

@@ -173,9 +173,9 @@ def test_ranks_that_drift_apart_each_keep_their_own_step(tmp_path):
     # The timeline keeps the same operations, each with its launch arrow.
     import json
 
-    from typer.testing import CliRunner
-
     from nsys_tools.cli import app
+
+    from .cli import CliRunner
 
     out = tmp_path / "step3.json"
     res = CliRunner().invoke(app, ["timeline", str(path), "-o", str(out), "--within", "step=*#3"])

@@ -10,12 +10,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from nsys_tools.cli import app
 from nsys_tools.files import replaced_atomically, safe_name, write_text_atomically
 from nsys_tools.folder_format import export_path
 
+from .cli import CliRunner
 from .conftest import FIXTURES, QUIET
 
 EXPORT = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"

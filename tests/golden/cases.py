@@ -136,9 +136,8 @@ def _charts_recorded(record: list[str]):
 
 def run_case(argv: list[str]) -> str:
     """Run one command line in-process and give its normalized record."""
-    from typer.testing import CliRunner
-
     from nsys_tools.cli import app
+    from tests.cli import CliRunner
 
     tmp = tempfile.mkdtemp(prefix="nsys-tools-golden-")
     try:
