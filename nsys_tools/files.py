@@ -32,16 +32,18 @@ _LOST_ERROR = "transport error"  # Polars' Parquet footer that could not be writ
 def _failed_write(exc: BaseException) -> tuple[int, str] | None:
     """The ``errno`` of a write that failed and its words, also when a native library (Polars,
     Arrow, SQLite) raised it as an error of its own; None for an error that is not a failed write."""
-    if isinstance(exc, OSError):
-        return (exc.errno or 0, os.strerror(exc.errno) if exc.errno else str(exc))
+    if isinstance(exc, OSError) and exc.errno:
+        return exc.errno, os.strerror(exc.errno)
     name = getattr(exc, "sqlite_errorname", None)
     if name is not None:
         return (_SQLITE_WRITES[name], str(exc)) if name in _SQLITE_WRITES else None
     text = str(exc)
-    found = _OS_ERROR.search(text)
+    found = _OS_ERROR.search(text)  # also an OSError of Polars', its errno only in its words
     if found:
         code = int(found.group(1) or found.group(2))
         return code, os.strerror(code)
+    if isinstance(exc, OSError):
+        return 0, text
     return (errno.EIO, "the write failed part way") if _LOST_ERROR in text else None
 
 

@@ -51,7 +51,7 @@ def _fastest(call, tries: int = 5) -> tuple[float, object]:
 
 @pytest.mark.slow
 def test_open_and_every_frame_method_return_lazyframes_at_once(big):
-    warm = nsys_tools.open(LAYERNORM)  # imports (connectorx, pyarrow) are paid here, not below
+    warm = nsys_tools.open(LAYERNORM)  # imports (the SQLite driver, Polars) are paid here, not below
     for name in FRAMES:
         getattr(warm, name)()
     warm.view("kernels")

@@ -90,8 +90,8 @@ def test_compare_reads_the_sqlite_as_given_with_the_note(tmp_path, monkeypatch):
 
 
 def test_a_wal_export_is_read_and_left_byte_for_byte(tmp_path):
-    """An export in WAL mode with rows still in its -wal: read through a read-only connection
-    (connectorx would open it for writing and checkpoint the WAL when it closes)."""
+    """An export in WAL mode with rows still in its -wal: read through read-only connections,
+    which never checkpoint the WAL into the file."""
     spec = importlib.util.spec_from_file_location("bad_input_corpus", FIXTURES / "bad-input" / "corpus.py")
     corpus = importlib.util.module_from_spec(spec)
     sys.modules.setdefault("bad_input_corpus", corpus)
@@ -157,7 +157,7 @@ def test_kernels_without_a_launch_row_are_counted_and_said(tmp_path):
 
 def test_operations_without_a_time_are_in_no_figure_and_counted(tmp_path):
     """Kernels, a memcpy and a memset with a NULL start or end, the first rows of their tables
-    among them (connectorx types a computed column by its first value): every view, through the
+    among them (a reader that types a column by its first value would fail): every view, through the
     frames and a piece at a time, equals the export with those rows deleted, and the report's
     one note says how many there are, per kind, as SQLite counted them."""
     from nsys_tools import views
@@ -198,9 +198,9 @@ def test_operations_without_a_time_are_in_no_figure_and_counted(tmp_path):
 
 
 def test_api_calls_without_an_end_are_read(tmp_path):
-    """Runtime calls whose end is NULL in the table's first rows: connectorx cannot type their
-    computed duration from its first value, and SQLite reads them instead (the frames, the
-    timeline, the Parquet export); only those calls lack a duration."""
+    """Runtime calls whose end is NULL in the table's first rows, so their computed duration
+    too: the frames, the timeline and the Parquet export read them; only those calls lack a
+    duration."""
     export = make.untimed(tmp_path, ((make.RUNTIME, "end", (1, 2, 3)),))
     with nsys_tools.open(export) as trace:
         calls = trace.api(columns=["start_ns", "end_ns", "duration_ns"]).collect()

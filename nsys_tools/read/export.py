@@ -5,7 +5,7 @@ nsys export) and returns an ``Export`` that knows which tables and columns are p
 ``Export.select`` reads one table's projected columns as a LazyFrame; ``Export.windows`` cuts
 an export into rowid windows, so that a table of any size can be read a bounded piece at a time;
 ``check_columns`` stops a reader that would otherwise get nulls for a column its analysis needs.
-``reading(path)`` turns what SQLite, connectorx or Polars raise on a damaged file into one
+``reading(path)`` turns what SQLite, the ADBC driver or Polars raise on a damaged file into one
 ``BadExport``.
 """
 
@@ -20,7 +20,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
-from urllib.parse import quote
 
 from ..errors import BadExport, MissingColumn, MissingTable, NsysNotFound, NsysToolsError, OutputError, UsageError
 from ..files import replaced_atomically
@@ -34,9 +33,10 @@ REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 PARTITION_ROWS = 500_000  # tables larger than this are read in parallel rowid partitions
 NSYS_TIMEOUT_S = 3600  # the longest any nsys call may take; $NSYS_TOOLS_NSYS_TIMEOUT overrides it
 SCRUBBED_TABLE = "NSYS_TOOLS_SCRUBBED"  # written by scrub: a re-export would bring back what it removed
-# What connectorx says when it cannot read a result that SQLite can: text that is not UTF-8, or
-# a column without a declared type (a computed one) whose first value is NULL.
-CONNECTORX_FALLBACK = ("utf-8", "utf8", "infer type from null")
+# What the ADBC SQLite driver (or Polars, checking its text) says when it cannot read a result
+# that SQLite can: text that is not UTF-8, or a column whose later values do not fit the type its
+# first rows gave it.
+ARROW_FALLBACK = ("utf-8", "utf8", "type mismatch")
 
 
 def is_scrubbed(path: Path) -> bool:
@@ -212,7 +212,7 @@ _READ_PROBLEMS = (
 
 
 def read_error(source: str | Path, exc: BaseException) -> BadExport:
-    """What SQLite, connectorx or Polars raised while reading ``source``, as one ``BadExport``."""
+    """What SQLite, the ADBC driver or Polars raised while reading ``source``, as one ``BadExport``."""
     text = " ".join(str(exc).split())[:200] or type(exc).__name__
     low = text.lower()
     for needles, problem, hint in _READ_PROBLEMS:
@@ -223,12 +223,13 @@ def read_error(source: str | Path, exc: BaseException) -> BadExport:
 
 def _reader_failure(exc: BaseException) -> bool:
     """Errors of the readers (not of this toolkit, not interrupts): SQLite, decoding, I/O,
-    connectorx (RuntimeError, or a Rust panic), Polars."""
+    the ADBC driver, Polars (a Rust panic too)."""
     if isinstance(exc, (NsysToolsError, KeyboardInterrupt, SystemExit, GeneratorExit)):
         return False
     if isinstance(exc, (sqlite3.Error, UnicodeDecodeError, OSError, RuntimeError, OverflowError)):
         return True
-    return type(exc).__name__ == "PanicException" or type(exc).__module__.startswith("polars")
+    module = type(exc).__module__
+    return type(exc).__name__ == "PanicException" or module.startswith(("polars", "adbc_driver_manager"))
 
 
 @contextmanager
@@ -324,10 +325,6 @@ class Export:
     def connect(self) -> sqlite3.Connection:
         return _connect(self.path)
 
-    @property
-    def uri(self) -> str:
-        return "sqlite://" + quote(str(self.path.resolve()))
-
     def rows(self, table: str) -> int:
         """An upper bound on the rows of ``table`` (its largest rowid), without a scan."""
         with reading(self.source), self.connect() as con:
@@ -381,20 +378,19 @@ class Export:
         return read() if self.window or self.probe else cache.memo(self, sql, read)
 
     def _read_sql(self, sql: str | list[str]):
-        """Run ``sql`` into a DataFrame: through connectorx, or through a read-only SQLite
-        connection where a ``-wal`` file sits beside the export (connectorx opens the file for
-        writing, and its last connection to close would checkpoint the WAL into the database) or
-        where the text read is not valid UTF-8 (exports from other machines hold such bytes:
-        they are read as U+FFFD, the rest of the text as it is), or where connectorx cannot type
-        a column (a computed one whose first value is NULL, as in an edited export)."""
-        import polars as pl
+        """Run ``sql`` into a DataFrame: through the ADBC SQLite driver (``sqlite_arrow``, a
+        read-only connection: a WAL export's pending rows are read from its ``-wal`` and left
+        there), or through Python's SQLite where the driver cannot read the result: text that
+        is not valid UTF-8 (exports from other machines hold such bytes: they are read as
+        U+FFFD, the rest of the text as it is), or a column whose values do not all fit the type
+        its first rows gave it (a computed one, in an edited export)."""
+        from . import sqlite_arrow
 
-        if not self.path.with_name(self.path.name + "-wal").exists():
-            try:
-                return pl.read_database_uri(sql, self.uri, engine="connectorx")
-            except Exception as exc:  # connectorx's own error types; only these fall back
-                if not any(word in str(exc).lower() for word in CONNECTORX_FALLBACK):
-                    raise
+        try:
+            return sqlite_arrow.read(self.path, sql)
+        except Exception as exc:  # the driver's and Polars' own error types; only these fall back
+            if not any(word in str(exc).lower() for word in ARROW_FALLBACK):
+                raise
         return self._read_sqlite(sql)
 
     def _read_sqlite(self, sql: str | list[str]):

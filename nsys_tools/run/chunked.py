@@ -199,7 +199,7 @@ def _pieces(ex: Export, plan: Callable[[Trace], pl.LazyFrame], window=None, coun
 
 def _read_ahead(ex: Export, reads: dict[Read, str]) -> Iterator[tuple[str, pl.DataFrame]]:
     """Each recorded read's rows (its stream's name, the frame), one rowid window at a time, in
-    order. The next window is read on another thread (SQLite and connectorx release the GIL)
+    order. The next window is read on another thread (SQLite and its Arrow driver release the GIL)
     while the caller buckets this one: at most two windows are held."""
     jobs = [
         (stream, window, read)

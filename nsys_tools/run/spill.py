@@ -3,8 +3,7 @@
 The store behind reading an export of any size in bounded memory (``chunked.py``): each frame
 added is split by an integer key column modulo the number of buckets; the pieces stay in memory
 until they hold ``budget`` bytes, then all of them are written into a temporary folder, one Arrow
-IPC file per stream with a record batch per bucket (read back by index), and memory is free
-again. ``take`` gives back everything some
+IPC file per stream and bucket at each flush, and memory is free again. ``take`` gives back everything some
 buckets received, from memory and disk, in the order it was added; ``groups`` says which buckets
 to take together so that each take is about a given size. This is the partitioning step of a
 Grace hash join (Kitsuregawa et al., 1983): rows with equal keys land in the same bucket, so two
@@ -14,7 +13,6 @@ over the size wanted) and let ``groups`` merge them by the sizes actually seen.
 
 from __future__ import annotations
 
-import itertools
 import os
 import tempfile
 from collections import defaultdict
@@ -34,7 +32,7 @@ class Spill:
     def __init__(self, buckets: int, key: str, budget: int):
         self.buckets, self.key, self.budget = buckets, key, budget
         self.held: dict[tuple[str, int], list[pl.DataFrame]] = defaultdict(list)
-        self.files: dict[tuple[str, int], list[tuple[Path, range]]] = defaultdict(list)  # record batches
+        self.files: dict[tuple[str, int], list[Path]] = defaultdict(list)
         self.schemas: dict[str, pl.Schema] = {}
         self.sizes = [0] * buckets  # bytes each bucket received, all streams together
         self.held_bytes = 0
@@ -86,7 +84,7 @@ class Spill:
         released."""
         pieces = []
         for b in buckets:
-            pieces += [_read(path, batches) for path, batches in self.files.pop((stream, b), [])]
+            pieces += [pl.read_ipc(path) for path in self.files.pop((stream, b), [])]
             pieces += self.held.pop((stream, b), [])
         if not pieces:
             return pl.DataFrame(schema=self.schemas.get(stream, {}))
@@ -94,39 +92,16 @@ class Spill:
 
     def flush(self) -> None:
         """Write what is held to disk and free its memory."""
-        import pyarrow as pa
-
         if self._folder is None:  # named by its owner, so that the next run removes it if this one is killed
             with writing(tempfile.gettempdir(), ROOM):
                 self._folder = tempfile.TemporaryDirectory(prefix=f"nsys-tools-spill-{os.getpid()}-")
             track(self._folder.name)
-        for stream in dict.fromkeys(s for s, _ in self.held):
-            path = Path(self._folder.name) / f"{stream}-{self.flushes}.arrow"
-            # One bucket at a time: each copy is written and dropped before the next is made.
-            tables = ((b, self._pop(stream, b)) for b in range(self.buckets) if (stream, b) in self.held)
-            first = next(tables)
-            with writing(path, ROOM), pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, first[1].schema) as writer:
-                written = 0
-                for b, table in itertools.chain([first], tables):
-                    batches = table.to_batches()
-                    for batch in batches:
-                        writer.write_batch(batch)
-                    self.files[stream, b].append((path, range(written, written + len(batches))))
-                    written += len(batches)
+        # One bucket at a time: each copy is written and dropped before the next is made.
+        for stream, b in list(self.held):
+            path = Path(self._folder.name) / f"{stream}-{b}-{self.flushes}.arrow"
+            with writing(path, ROOM):
+                pl.concat(self.held.pop((stream, b)), how="vertical", rechunk=True).write_ipc(path, compression="uncompressed")
+            self.files[stream, b].append(path)
         self.held.clear()
         self.held_bytes = 0
         self.flushes += 1
-
-    def _pop(self, stream: str, b: int):
-        """What ``stream`` holds of bucket ``b``, as one Arrow table, no longer held."""
-        return pl.concat(self.held.pop((stream, b)), how="vertical", rechunk=True).to_arrow()
-
-
-def _read(path: Path, batches: range) -> pl.DataFrame:
-    """Some record batches of a spill file, read (not memory-mapped: mapped pages would count as
-    resident)."""
-    import pyarrow as pa
-
-    with pa.OSFile(str(path), "rb") as source:
-        reader = pa.ipc.open_file(source)
-        return pl.from_arrow(pa.Table.from_batches([reader.get_batch(i) for i in batches], reader.schema))
