@@ -31,7 +31,6 @@ def _bundled_from_checkout() -> None:
     so nothing is installed under those generic top-level names. In a checkout they stay beside it; this
     finder gives them the same names there, so every import, entry point and ``python -m`` reads
     ``nsys_tools.capture...`` / ``nsys_tools.kernels...`` either way. Standard library only."""
-    import importlib.abc
     import importlib.util
 
     here = _os.path.dirname(_os.path.abspath(__file__))
@@ -44,7 +43,7 @@ def _bundled_from_checkout() -> None:
     if not beside:
         return
 
-    class _Beside(importlib.abc.MetaPathFinder):
+    class _Beside:  # a meta path finder (importlib.abc would import importlib.resources, a start-up's worth)
         def find_spec(self, fullname, path=None, target=None):
             where = beside.get(fullname)
             if where is None:

@@ -15,10 +15,18 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from . import archives
 from .errors import BadExport
 from .files import safe_name
 
 MANIFEST = "manifest.json"
+
+
+def is_sweep(path: str | Path) -> bool:
+    """A sweep folder (it holds a manifest), or a sweep archive (``<id>.tar.xz``: ``archives``)."""
+    return (Path(path) / MANIFEST).is_file() or archives.is_archive(path)
+
+
 # Where each kind of capture keeps its units in the manifest.
 UNITS_KEY = {"sweep": "shapes", "run": "captures"}
 _WRITER = "was it written by nsys-tools capture?"

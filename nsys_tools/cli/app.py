@@ -184,9 +184,12 @@ def _skipped(skipped: list, strict: bool) -> None:
 def _allow_plugins(plugins: list[str] | None, sweeps: list[Path]) -> None:
     """Load only the plugins the user names; one note per sweep naming others (never imported from it)."""
     from ..plugin.loader import allow
-    from ..study.folder import load
 
     allow(plugins or [])
+    if not sweeps:
+        return
+    from ..study.folder import load
+
     for folder in {os.path.realpath(f): f for f in sweeps}.values():
         try:
             sweep = load(folder)
@@ -222,8 +225,8 @@ def _read_by(exports: list[Path]) -> list[Path]:
 
 def _capture_exports(path: Path, reexport: bool = False) -> list[Path]:
     """The exports a capture argument (an export, a folder of them, a sweep folder) reads."""
+    from ..folder_format import is_sweep
     from ..read.inputs import expand_inputs
-    from ..study.folder import is_sweep
 
     if not path.exists():
         return []

@@ -27,8 +27,8 @@ from .options import LedgerOption, Names, ReexportOption, StrictOption, _by
 
 def _capture_files(path: Path) -> list[Path]:
     """The files one side of ``compare`` reads: a sweep folder's, or its exports."""
+    from ..folder_format import is_sweep
     from ..read.inputs import expand_inputs
-    from ..study.folder import is_sweep
 
     return _folder_files(path) if is_sweep(path) else _read_by(expand_inputs([path]))
 
@@ -133,7 +133,7 @@ def compare(
         raise typer.BadParameter(f"--ledger is not read when {given} is given", param_hint="--ledger")
     calibration = list(noise_from or ())
     target = _output(output, [*_capture_files(base), *_capture_files(new), *(f for p in calibration for f in _capture_files(p))])
-    from ..study.folder import is_sweep
+    from ..folder_format import is_sweep
 
     _allow_plugins(None, [p for p in (base, new) if is_sweep(p)])
     for side in (base, new):

@@ -214,8 +214,8 @@ def _format(fmt: ViewFormat, output: Path | None) -> tuple[Format, bool]:
 
 def _inputs(paths, demo: bool, scheduler: str | None, plugin) -> tuple[list[Path], list[Path]]:
     """The inputs (the bundled sweep with ``--demo``) and those of them that are sweep folders, checked."""
+    from ..folder_format import is_sweep
     from ..resources import demo_capture
-    from ..study.folder import is_sweep
 
     if not paths and not demo:
         raise typer.BadParameter("give one or more exports or sweep folders, or --demo", param_hint="PATHS")

@@ -18,7 +18,7 @@ import polars as pl
 from .. import archives
 from ..convention import RANGE, RANGE_REGEX, rotated
 from ..errors import BadExport, NsysToolsError
-from ..folder_format import MANIFEST, HarnessRecord, Manifest, Spec, UnitEntry, export_path, harness_path
+from ..folder_format import HarnessRecord, Manifest, Spec, UnitEntry, export_path, harness_path, is_sweep
 from ..read.export import reading
 from ..read.trace import open as open_trace
 from ..views import stats as metrics
@@ -31,11 +31,6 @@ KEYS = ["op", "impl", "shape", "l2"]
 def shape_text(text: str) -> str:
     """A shape as the folders and the ledger write it: ``" 4096×768 "`` -> ``"4096x768"``."""
     return text.strip().lower().replace("×", "x")
-
-
-def is_sweep(path: str | Path) -> bool:
-    """A sweep folder, or a sweep archive (``<id>.tar.xz``: ``archives``)."""
-    return (Path(path) / MANIFEST).is_file() or archives.is_archive(path)
 
 
 @dataclass
