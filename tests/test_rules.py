@@ -196,3 +196,16 @@ def test_diagnose_takes_one_run(tmp_path):
     assert res.exit_code == 1 and res.output.count("Error:") == 1 and "2 separate runs" in res.output
     merged = CliRunner().invoke(app, ["diagnose", str(runs["a"]), str(runs["b"]), "--rule", "setup", "--merge", "-f", "json"])
     assert merged.exit_code == 0, merged.output
+
+
+def test_twins_findings_count_only_steady_steps_time():
+    """The low-utilization stretch of each GPU spans the setup and the 191-251 ms first step: its
+    finding counts the idle part that falls in the steady steps (step=1..3, from SQL), not the rest."""
+    export = MULTI
+    csv = rows_of(Run([export]), "gpu_time_util")
+    found = {f.rank: f for f in diagnose(Run([export]), ["gpu_time_util"])}
+    for r in csv.iter_rows(named=True):
+        a, b = r["Start (ns)"], r["Start (ns)"] + r["Duration (ns)"]
+        steady = sum(max(0, min(e, b) - max(s, a)) for s, e in ranges(export, "step=%")[r["PID"]][1:])
+        assert found[r["PID"]].time_ns == int(steady * (100 - r["In-Use (%)"]) / 100)
+        assert 0 < found[r["PID"]].time_ns < r["Duration (ns)"] / 20

@@ -55,3 +55,15 @@ class Run:
         from ..run.report import view_table
 
         return view_table(list(self.paths), "steps", **self.step_options)
+
+    def in_steady(self, pid: int, lo: int, hi: int) -> int:
+        """How much of ``[lo, hi)`` falls in rank ``pid``'s steady steps; all of it where the run
+        has no steps (nothing to tell setup and warm-up apart)."""
+        import polars as pl
+
+        steps = self.steps
+        if steps.is_empty():
+            return hi - lo
+        own = steps.filter((pl.col("pid") == pid) & (pl.col("phase") == "steady")).unique("step")
+        a, b = pl.col("start_ns"), pl.col("start_ns") + pl.col("duration_ns")
+        return int(own.select((pl.min_horizontal(b, hi) - pl.max_horizontal(a, lo)).clip(lower_bound=0).sum()).item())

@@ -48,19 +48,24 @@ def rows(run, **options):
 
 
 def findings(run, table, *, gap=500, **options) -> list[Finding]:
-    """One finding per process and device: its idle intervals above the threshold, in all."""
+    """One finding per process and device: its idle intervals above the threshold, the part of
+    them in steady steps (setup and warm-up are the ``setup`` rule's), or all of them without steps."""
     if table.is_empty():
         return []
     out = []
     for (pid, device), gaps in table.group_by("PID", "Device ID", maintain_order=True):
         total = int(gaps["Duration (ns)"].sum())
+        steady = sum(run.in_steady(int(pid), int(a), int(a + d)) for a, d in gaps.select("Start (ns)", "Duration (ns)").rows())
+        if steady == 0:
+            continue
         longest = gaps.row(0, named=True)
+        where = "" if run.steps.is_empty() else f", {steady / 1e6:,.1f} ms of it in steady steps"
         out.append(
             Finding(
                 RULE.name,
                 f"GPU {device} (process {pid}) sat idle {plural(gaps.height, 'time')} for more than {gap} ms, "
-                f"{total / 1e6:,.1f} ms in all; the longest {longest['Duration (ns)'] / 1e6:,.1f} ms",
-                total,
+                f"{total / 1e6:,.1f} ms in all{where}; the longest {longest['Duration (ns)'] / 1e6:,.1f} ms",
+                steady,
                 device=int(device),
                 rank=int(pid),
                 start_ns=int(longest["Start (ns)"]),

@@ -70,19 +70,28 @@ def rows(run, **options):
 
 
 def findings(run, table, *, threshold=50, **options) -> list[Finding]:
-    """One finding per process and device: the idle part of its low-utilization stretches."""
+    """One finding per process and device: the idle part of its low-utilization stretches that
+    falls in steady steps (setup and warm-up are the ``setup`` rule's), or all of it without steps."""
     if table.is_empty():
         return []
     out = []
     for (pid, device), low in table.group_by("PID", "Device ID", maintain_order=True):
-        idle = (low["Duration (ns)"] * (100 - low["In-Use (%)"]) / 100).sum()
+        idle, steady = 0.0, 0
+        for r in low.iter_rows(named=True):
+            start, length = int(r["Start (ns)"]), int(r["Duration (ns)"])
+            part = run.in_steady(int(pid), start, start + length)
+            steady += part
+            idle += part * (100 - r["In-Use (%)"]) / 100
+        if steady == 0:
+            continue
         length = int(low["Duration (ns)"].sum())
         worst = low.row(0, named=True)
         emptiest = f"{worst['In-Use (%)']:.1f}% used for {worst['Duration (ns)'] / 1e6:,.1f} ms"
+        where = "" if run.steps.is_empty() else f", {steady / 1e6:,.1f} ms of it in steady steps"
         out.append(
             Finding(
                 RULE.name,
-                f"GPU {device} (process {pid}) was used less than {threshold}% for {length / 1e6:,.1f} ms "
+                f"GPU {device} (process {pid}) was used less than {threshold}% for {length / 1e6:,.1f} ms{where} "
                 f"({plural(low.height, 'stretch', 'stretches')}; the emptiest {emptiest})",
                 int(idle),
                 device=int(device),
