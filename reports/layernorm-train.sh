@@ -27,7 +27,7 @@ l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__t_requests_pipe_lsu_mem_gl
 sm__warps_active.avg.pct_of_peak_sustained_active,sm__maximum_warps_per_active_cycle_pct,\
 launch__registers_per_thread,launch__grid_size,launch__block_size,launch__waves_per_multiprocessor
     "$ncu" --clock-control none --cache-control none -k regex:"ln_|copy|elementwise|_layer_norm" --metrics "$metrics" \
-      python3 kernels/probes/ncu_wide.py 512x16384,1024x8192,4096x4096 ours,held_t1024_c2,held_t512_c0 > "$out/ncu-wide.txt" 2>&1 ;;
+      python3 probes/ncu_wide.py 512x16384,1024x8192,4096x4096 ours,held_t1024_c2,held_t512_c0 > "$out/ncu-wide.txt" 2>&1 ;;
   bf16) sweep --plugin nsys_tools.kernels.layernorm_bf16 --op layernorm_bf16 --control liger --outputs reuse --out "reports/sweeps/$stamp-ln-bf16-reuse" ;;
   bwd32) sweep --plugin nsys_tools.kernels.layernorm_bwd --op layernorm_bwd_fp32 --control liger --outputs reuse --out "reports/sweeps/$stamp-ln-bwd-fp32-reuse" ;;
   bwd16) sweep --plugin nsys_tools.kernels.layernorm_bwd --op layernorm_bwd_bf16 --control liger --outputs reuse --out "reports/sweeps/$stamp-ln-bwd-bf16-reuse" ;;

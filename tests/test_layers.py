@@ -3,6 +3,7 @@ through others (function-level imports count: they run as soon as the function d
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -52,12 +53,48 @@ def circles(graph) -> list[list[str]]:
     return found
 
 
-def test_the_import_contracts_hold(monkeypatch):
-    from importlinter.cli import lint_imports
+def test_the_import_contracts_hold():
+    """On a graph that also holds the imports made under the installed names (tests/layers.py)."""
+    from .layers import lint
 
-    monkeypatch.chdir(ROOT)
+    assert lint() == 0
+
+
+def test_the_graph_holds_the_imports_made_under_the_installed_names(monkeypatch):
+    from .layers import Graph
+
     monkeypatch.syspath_prepend(str(ROOT))
-    assert lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True) == 0
+    graph = Graph().build(["nsys_tools", "capture", "kernels", "probes"], None, include_external_packages=True)
+    # capture.explore imports the kernels as nsys_tools.kernels.*; grimp alone drops those imports
+    assert {"kernels.cuda", "kernels.registry"} <= graph.find_modules_directly_imported_by("capture.explore")
+    assert "nsys_tools.study.census" in graph.find_modules_directly_imported_by("probes.controls_census")
+
+
+@pytest.mark.slow
+def test_a_forbidden_import_under_the_installed_name_breaks_the_contracts(tmp_path):
+    """In a copy of the tree, a kernel that imports the capture side (the layer above it) as
+    ``nsys_tools.capture``, inside a function: the contracts fail on it, where plain lint-imports
+    (grimp's graph alone) passes."""
+    import shutil
+    import subprocess
+
+    for name in ("nsys_tools", "capture", "kernels", "probes"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.cubin"))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    shutil.copyfile(ROOT / "tests" / "layers.py", tmp_path / "tests" / "layers.py")
+    shutil.copyfile(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+        return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
+
+    assert run(sys.executable, "-m", "tests.layers").returncode == 0  # the copy holds, as the tree does
+    cuda = tmp_path / "kernels" / "cuda.py"
+    cuda.write_text(cuda.read_text() + "\n\ndef _upward():\n    from nsys_tools.capture import harness\n\n    return harness\n")
+    broken = run(sys.executable, "-m", "tests.layers")
+    assert broken.returncode == 1 and "kernels.cuda -> capture.harness" in broken.stdout, broken.stdout[-2000:]
+    assert run(str(Path(sys.executable).with_name("lint-imports")), "--no-cache").returncode == 0  # grimp alone does not see it
 
 
 def test_no_import_circle(monkeypatch):
@@ -81,6 +118,7 @@ def test_a_circle_is_found_even_through_a_function_level_import(tmp_path, monkey
 
 
 def test_reports_hold_results_not_code():
-    """Generated sources are data (``.py.txt``), probe scripts live beside their study (kernels/probes)."""
+    """Generated sources are data (``.py.txt``); the probe scripts are the package probes/, which
+    the contracts read (on top of the layers)."""
     assert sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "reports").rglob("*.py")) == []
-    assert (ROOT / "kernels" / "probes" / "dispatcher_now.py").is_file()
+    assert not list((ROOT / "kernels").rglob("probes/*.py"))

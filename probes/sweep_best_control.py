@@ -1,6 +1,6 @@
 """Ours against the best control, per shape, from committed sweeps (the targets of the controls study).
 
-    python3 kernels/probes/sweep_best_control.py reports/sweeps/20261129-231949-ln-rotate reports/sweeps/20261129-231949-ln-reuse
+    python3 probes/sweep_best_control.py reports/sweeps/20261129-231949-ln-rotate reports/sweeps/20261129-231949-ln-reuse
 
 For each sweep: one row per shape with the kernel median of ours, of each control, ours over the
 best control and ours over the same-session copy; then the geometric mean of ours over the best

@@ -1,7 +1,7 @@
 """The codegen of the Liger and Inductor kernels one H200 session compiled, from their Triton caches.
 
     tar xzf cache.tgz   # $TRITON_CACHE_DIR and $TORCHINDUCTOR_CACHE_DIR of the session, from $OUT
-    python3 kernels/probes/controls_census.py cache > reports/probes/controls-census.txt   # here
+    python3 probes/controls_census.py cache > reports/probes/controls-census.txt   # here
 
 Every ``<kernel>.cubin`` under the folder, with the ``<kernel>.json`` Triton wrote beside it (warps,
 shared memory) and its ``.ttgir`` (the tile it computes: Liger's ``BLOCK_SIZE``, Inductor's

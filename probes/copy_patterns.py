@@ -1,6 +1,6 @@
 """How fast can a kernel with our access pattern copy 4096x4096 fp32, under the sweep's rotation?
 
-    PYTHONPATH=. python3 kernels/probes/copy_patterns.py > reports/probes/copy-patterns.txt   # on the H200
+    PYTHONPATH=. python3 probes/copy_patterns.py > reports/probes/copy-patterns.txt   # on the H200
 
 Times back-to-back calls rotating over three buffer sets (192 MiB each way, past twice the
 60 MB L2, so every call finds the previous call's output dirty in the L2), as

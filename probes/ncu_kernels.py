@@ -6,7 +6,7 @@
 dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,\
 lts__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,\
 launch__registers_per_thread \
-        python3 kernels/probes/ncu_kernels.py ours,bulk_t128_s3_b4 > reports/probes/ncu.txt
+        python3 probes/ncu_kernels.py ours,bulk_t128_s3_b4 > reports/probes/ncu.txt
 
 ``--cache-control all`` flushes and invalidates the caches before every kernel: these are
 clean-L2 numbers, unlike a sweep's, where each call finds the previous call's output dirty in

@@ -1,6 +1,6 @@
 """Does the D2D memcpy (the ``copy`` control) run on the SMs or on a copy engine?
 
-    PYTHONPATH=. python3 kernels/probes/memcpy_engine.py > reports/probes/memcpy-engine.txt   # on the H200
+    PYTHONPATH=. python3 probes/memcpy_engine.py > reports/probes/memcpy-engine.txt   # on the H200
 
 A spin kernel fills every SM (as many resident blocks as fit, each busy-waiting about 5 ms on
 its clock) on one stream; a 64 MiB device-to-device copy is issued on a second stream just

@@ -1,6 +1,6 @@
 """The tables of "Against torch.compile and Liger" in reports/variants.md, from explore outputs.
 
-    python3 kernels/probes/controls_table.py reports/explore/controls-dispatch   # here, no GPU
+    python3 probes/controls_table.py reports/explore/controls-dispatch   # here, no GPU
 
 Reads ``<dir>/explore-g*.json`` (``nsys_tools.capture.explore --timer kernel --outputs rotate,reuse``:
 CUPTI kernel medians) and prints, per output policy, one row per shape: the plan the dispatcher

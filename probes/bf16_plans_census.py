@@ -1,7 +1,7 @@
 """Registers, residency and rows in flight of bf16 forward plans and of Liger's kernel, from
 their codegen alone (sm_90, no GPU), at the shapes where the bf16 forward trails a control.
 
-    python3 kernels/probes/bf16_plans_census.py 4096x4096,1024x3584,24576x896 > reports/probes/bf16-plans-census.md
+    python3 probes/bf16_plans_census.py 4096x4096,1024x3584,24576x896 > reports/probes/bf16-plans-census.md
 
 Ours: the rule's plan (``ours``) and explicit plans (``fwd_...``, converting bf16 by single
 instructions, ``_c``) through the forward's census hook. Liger: its installed

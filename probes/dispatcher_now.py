@@ -1,7 +1,7 @@
 """The LayerNorm dispatcher as it is in this tree, per shape, from the committed sweeps that ran its
 exact kernel: ours over the best control and over the copy, each ratio within one session.
 
-    python3 kernels/probes/dispatcher_now.py --outputs reuse reports/sweeps/20261130-012712-ln-reuse \
+    python3 probes/dispatcher_now.py --outputs reuse reports/sweeps/20261130-012712-ln-reuse \
         reports/sweeps/20261130-011732-ln-fixed-reuse reports/sweeps/20261129-231949-ln-reuse
 
 For every shape of the first sweep, the kernel ``nsys_tools.kernels.cuda.launch_config("ours", M, N)`` names

@@ -4,7 +4,7 @@ copies (a grid-stride float4 copy and PyTorch's elementwise copy), each over rot
 sets (16, 2 GB together) so that, as in a sweep, no kernel finds its inputs in the L2.
 
     PYTHONPATH=. $NCU --clock-control none --cache-control none -k regex:"ln_|copy|elementwise|_layer_norm" \
-        --metrics <see reports/variants.md> python3 kernels/probes/ncu_wide.py 512x16384,1024x8192 ours,held_t1024_c2
+        --metrics <see reports/variants.md> python3 probes/ncu_wide.py 512x16384,1024x8192 ours,held_t1024_c2
 
 Each kernel runs twice per shape (the second, on other buffers, is the one to read).
 """
