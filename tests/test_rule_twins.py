@@ -107,3 +107,17 @@ def test_twin_findings_sum_their_rows(cases):
         "WHERE s.value LIKE 'cudaStreamSynchronize%'",
     )
     assert sync.time_ns == rows[0][0] and sync.api.startswith("cudaStreamSynchronize")
+
+
+def test_rows_equal_nsys_2025_3_recipes_of_the_same_rules(cases):
+    """nsys 2025.3's recipes cuda_api_sync and gpu_time_util run the rules of the same names over
+    run A (tests/fixtures/recipes/torch-train/): the same rows, in the same order."""
+    import polars as pl
+
+    export, _ = cases[3]
+    run = Run([export])
+    for name in ("cuda_api_sync", "gpu_time_util"):
+        theirs = pl.read_parquet(FIXTURES / "recipes" / "torch-train" / name / "analysis.parquet").drop("Rank")
+        module = REGISTRY[name].load()
+        ours = [tuple(r) for r in module.select(run.exports[0])]
+        assert ours == [tuple(r) for r in theirs.rows()], name
