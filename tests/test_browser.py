@@ -288,3 +288,27 @@ def test_a_page_of_text_tables_and_charts_runs_nothing(browser, tmp_path, listen
     assert_inert_page(browser, page, listener[1], title=texts[4])
     shown = browser.find_element("tag name", "body").text
     assert texts[1] in shown and texts[3] in shown  # shown as text, whole
+
+
+def test_the_page_of_a_run_renders_offline(browser, tmp_path):
+    """``summary --html``: the findings, the step chart and table, utilization over time and the
+    top kernels of the two-GPU capture, drawn offline without a console error."""
+    from nsys_tools.rules import diagnose
+    from nsys_tools.rules.context import Run
+
+    page = tmp_path / "run.html"
+    res = runner.invoke(app, ["summary", str(MULTI), "--html", str(page)])
+    assert res.exit_code == 0, res.output
+    assert_offline_page(browser, page)
+    assert browser.execute_script("return document.querySelectorAll('.vega-embed svg').length") == 2
+    shown = browser.find_element("tag name", "body").text
+    titles = [f.title for f in diagnose(Run([MULTI]))]
+    assert titles and all(t in shown for t in titles)
+    assert "Where each step's time went" in shown and "Utilization over time" in shown and "Top kernels" in shown
+
+
+def test_the_page_of_a_hostile_run_runs_nothing(browser, tmp_path, hostile, listener):
+    page = tmp_path / "run.html"
+    res = runner.invoke(app, ["summary", str(hostile), "--html", str(page)])
+    assert res.exit_code == 0, res.output
+    assert_inert_page(browser, page, listener[1], title="Run: run.sqlite")

@@ -433,10 +433,20 @@ def summary(
     flops_per_step: FlopsOption = None,
     peak_tflops: PeakOption = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+    page: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--html",
+            help="Also write the page of the run: findings, steps, a bar per step, utilization over time, top kernels "
+            "(one self-contained file that opens offline).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """One markdown screen for a whole run: devices with utilization, what to look at first,
     idle time by cause, top kernels and ranges, NCCL exposed time. Fits an issue comment.
-    Exports of several runs (captures that do not overlap in time) get one section per run."""
+    Exports of several runs (captures that do not overlap in time) get one section per run.
+    --html run.html also writes the page of the run."""
     from ..read.inputs import expand_inputs
     from ..study.summary import summary as compose
 
@@ -445,7 +455,19 @@ def summary(
     if peak_tflops is not None and flops_per_step is None:
         raise typer.BadParameter("a peak is for MFU: give --flops-per-step too", param_hint="--peak-tflops")
     steps = {"step": step, "warmup": warmup, "slow": slow, "flops_per_step": flops_per_step, "peak_tflops": peak_tflops}
-    _write(compose(paths, window=window, merge=merge, steps={k: v for k, v in steps.items() if v is not None}), target)
+    steps = {k: v for k, v in steps.items() if v is not None}
+    if page is not None:
+        if window:
+            raise typer.BadParameter("the page is of the whole run: give no window with it", param_hint="--html")
+        if page.suffix.lower() != ".html":
+            raise typer.BadParameter("give a .html file", param_hint="--html")
+        page_target = _output(page, _read_by(expand_inputs(paths)))
+    _write(compose(paths, window=window, merge=merge, steps=steps), target)
+    if page is not None:
+        from ..study.page import write
+
+        write(paths, page_target, merge=merge, steps=steps)
+        stderr.print(f"Wrote {page}", markup=False)
 
 
 def _view_note(view: str, frame, options: dict) -> None:

@@ -13,13 +13,14 @@ from ..files import output_error, replaced_atomically
 from . import html
 
 
-def _drawable(value):
+def drawable_spec(value):
+    """A Vega-Lite spec (or any part of it) with every text made drawable (``escape.chart``)."""
     if isinstance(value, str):
         return drawable(value)
     if isinstance(value, dict):
-        return {drawable(k): _drawable(v) for k, v in value.items()}
+        return {drawable(k): drawable_spec(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_drawable(v) for v in value]
+        return [drawable_spec(v) for v in value]
     return value
 
 
@@ -39,7 +40,7 @@ def save(chart, path: Path, *, through_link: bool = False) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise output_error(path.parent, exc) from exc
-    spec = _drawable(chart.to_dict())
+    spec = drawable_spec(chart.to_dict())
     if path.suffix.lower() == ".html":
         return html.write(path, _title(spec, path), [html.Section(parts=[html.Chart(spec)])], through_link=through_link)
     import vl_convert
