@@ -11,6 +11,8 @@ names the file and the field; a null field reads as absent.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -42,9 +44,14 @@ def harness_path(root: Path, unit: str) -> Path:
 
 
 def read_json(file: Path, hint: str) -> Any:
-    """The JSON in ``file``; one error when it cannot be read or is not JSON."""
+    """The JSON in ``file``; one error when it cannot be read, is not a regular file (a FIFO
+    would hang the read, a link to ``/dev/zero`` fill the memory) or is not JSON."""
     try:
-        return json.loads(file.read_text())
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, and is not read
+        with open(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise BadExport(file, "is not a regular file (a FIFO, socket or device)", "remove it, or replace it by the file")
+            return json.loads(fh.read().decode())
     except (OSError, UnicodeDecodeError) as exc:
         raise BadExport(file, f"cannot be read ({exc})", hint) from exc
     except json.JSONDecodeError as exc:

@@ -201,6 +201,8 @@ def _allow_plugins(plugins: list[str] | None, sweeps: list[Path]) -> None:
         for unit, status in sweep.not_captured.items():
             if status == "missing export":
                 stderr.print(f"Warning: {sweep.id}: {unit}: its export {unit}.sqlite is missing; left out", markup=False)
+        for unit, why in sweep.skipped.items():
+            stderr.print(f"Warning: {sweep.id}: {unit}: skipped, unread ({why})", markup=False)
 
 
 def _fail(failures: list[NsysToolsError], summary: str) -> None:

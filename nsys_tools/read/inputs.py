@@ -24,7 +24,7 @@ from .export import REPORT_SUFFIXES
 EXPORT_SUFFIXES = (".sqlite", *REPORT_SUFFIXES)
 
 
-def _kind(path: Path) -> str | None:
+def unreadable(path: Path) -> str | None:
     """Why ``path`` cannot be read as an export (None when it is a regular file): a broken
     symlink, a FIFO, socket or device (which would hang or feed endless bytes), unreadable."""
     try:
@@ -57,7 +57,7 @@ def files_in(folder: Path, suffixes: tuple[str, ...] = EXPORT_SUFFIXES, skipped:
         found += [Path(root, f) for f in sorted(files) if not f.startswith(".") and _has_suffix(f, suffixes)]
     good = []
     for q in found:
-        why = _kind(q)
+        why = unreadable(q)
         if why is None:
             good.append(q)
         elif skipped is not None:
@@ -112,7 +112,7 @@ def _globbed(paths: Iterable[str | Path], skipped: list | None) -> Iterator[tupl
                 yield m, True
             elif not _has_suffix(m.name, EXPORT_SUFFIXES):
                 continue  # a glob such as runs/* also matches logs and notes
-            elif (why := _kind(m)) is None:
+            elif (why := unreadable(m)) is None:
                 yield m, True
             elif skipped is not None:
                 skipped.append((m, why))
@@ -143,7 +143,7 @@ def expand_inputs(paths: Iterable[str | Path], skipped: list | None = None, *, r
                 if not bad:
                     raise BadExport(p, "holds no .sqlite or .nsys-rep exports", "point at an export or a folder of them")
         else:
-            why = _kind(p)
+            why = unreadable(p)
             if why is not None:
                 raise BadExport(p, f"is {why}, not an export file", "pass a .sqlite or .nsys-rep file")
             files = [beside(p, reexport)]

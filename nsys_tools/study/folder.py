@@ -8,6 +8,7 @@ trace (warm-up, setup) is ignored.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -20,6 +21,7 @@ from ..convention import RANGE, RANGE_REGEX, rotated
 from ..errors import BadExport, NsysToolsError
 from ..folder_format import HarnessRecord, Manifest, Spec, UnitEntry, export_path, harness_path, is_sweep
 from ..read.export import reading
+from ..read.inputs import unreadable
 from ..read.trace import open as open_trace
 from ..views import stats as metrics
 
@@ -41,6 +43,7 @@ class Sweep:
     path: Path
     manifest: Manifest
     units: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # unit -> why its files are not read
     plugins: list[str] = field(default_factory=list)  # what the user allowed (--plugin), besides the entry points
 
     @property
@@ -68,6 +71,7 @@ class Sweep:
         planned = dict.fromkeys([*self.spec.shapes, *self.entries])
         entries = self.entries
         status = {u: (entries[u].status if u in entries else None) or "not started" for u in planned if u not in self.units}
+        status = {u: self.skipped.get(u, s) for u, s in status.items()}  # recorded done, files not regular
         return {u: "missing export" if s == "ok" else s for u, s in status.items()}  # recorded done, file gone
 
     @property
@@ -310,8 +314,20 @@ def load(path: str | Path) -> Sweep:
     says why)."""
     root = archives.unpacked(path) if archives.is_archive(path) else Path(path)
     sweep = Sweep(root, Manifest.read(root))
-    sweep.units = [u for u, e in sweep.entries.items() if e.status == "ok" and sweep.export(u).exists()]
+    for unit in (u for u, e in sweep.entries.items() if e.status == "ok" and os.path.lexists(sweep.export(u))):
+        special = [(f.name, why) for f in (sweep.export(unit), harness_path(root, unit)) if (why := _special(f))]
+        if special:
+            sweep.skipped[unit] = "; ".join(f"{name} is {why}" for name, why in special)
+        else:
+            sweep.units.append(unit)
     return sweep
+
+
+def _special(file: Path) -> str | None:
+    """Why a sweep's file is skipped unread, as in plain folders (``inputs.unreadable``): a
+    FIFO, socket, device or broken link (a missing harness record is left to its reader)."""
+    why = unreadable(file)
+    return None if why in (None, "no such file") else why
 
 
 def implementations(sweep: Sweep, keys: pl.DataFrame) -> pl.DataFrame:

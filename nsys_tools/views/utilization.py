@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from ..errors import UsageError
 from . import View
 from .contract import Fold, option
 from .gaps import timeline
@@ -70,6 +71,37 @@ COLUMNS = (
 )
 
 
+MAX_WINDOWS = 100_000  # windows a --window table may hold: a span that needs more is refused
+
+
+def _ns_text(ns: int) -> str:
+    """``ns`` in the largest unit that holds it whole, as ``--window`` reads it (``50ms``)."""
+    for unit, size in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+        if ns % size == 0:
+            return f"{ns // size}{unit}"
+    return f"{ns}ns"
+
+
+def bounded(spans: pl.DataFrame, bin_ns: int) -> None:
+    """Refuse ``--window bin_ns`` when the ``first_ns``-``last_ns`` spans (one row per timeline)
+    need more than ``MAX_WINDOWS`` windows, before any is made: the error says how many, and a
+    window that fits (1, 2 or 5 times a power of ten)."""
+    first, last = spans["first_ns"], spans["last_ns"]
+    needed = int(((last - 1) // bin_ns - first // bin_ns + 1).clip(lower_bound=1).sum())
+    if needed <= MAX_WINDOWS:
+        return
+    lengths = (spans["last_ns"] - spans["first_ns"]).clip(lower_bound=0)
+    least = -(-int(lengths.sum()) // max(MAX_WINDOWS - 2 * spans.height, 1))
+    fit = next(m * 10**k for k in range(19) for m in (1, 2, 5) if m * 10**k >= least)
+    where = f" on the longest of {spans.height} timelines" if spans.height > 1 else ""
+    raise UsageError(
+        None,
+        f"--window {_ns_text(bin_ns)} needs {needed:,} windows to cover the span ({int(lengths.max()) / 1e9:,.3f} s{where}); "
+        f"at most {MAX_WINDOWS:,} are made",
+        f"use --window {_ns_text(fit)} or longer, or narrow the span with --from/--to",
+    )
+
+
 def op_class(kind: pl.Expr, name: pl.Expr) -> pl.Expr:
     """0 compute, 1 communication (a kernel named ``nccl...``), 2 memory (memcpy, memset)."""
     nccl = name.cast(pl.String).str.slice(0, 4).str.to_lowercase() == "nccl"  # cut first: names can be MBs long
@@ -110,7 +142,9 @@ def window(ops: pl.DataFrame, keys: Sequence[str], state: Fold, *, bin_ns: int =
     line = timeline(keys)
     lazy = ops.lazy()
     pieces = pl.concat([union_pieces(lazy, line, level, None if carried is None else carried.lazy()) for level in range(LEVELS)])
-    if bin_ns:
+    span = lazy.group_by(line).agg(first_ns=pl.col("start_ns").min(), last_ns=pl.col("end_ns").max())
+    if bin_ns:  # pieces lie in the span, disjoint: they take at most its windows, and one more each
+        bounded(span.collect(), bin_ns)
         b = pl.col("b") * bin_ns
         pieces = (
             pieces.with_columns(b=pl.int_ranges(pl.col("lo") // bin_ns, (pl.col("hi") - 1) // bin_ns + 1))
@@ -120,7 +154,6 @@ def window(ops: pl.DataFrame, keys: Sequence[str], state: Fold, *, bin_ns: int =
     else:
         pieces = pieces.with_columns(start_ns=pl.lit(None, pl.Int64), busy_ns=pl.col("hi") - pl.col("lo"))
     busy = pieces.group_by(*line, "start_ns", "level").agg(pl.col("busy_ns").sum())
-    span = lazy.group_by(line).agg(first_ns=pl.col("start_ns").min(), last_ns=pl.col("end_ns").max())
     part = pl.concat([busy, span.with_columns(bin_ns=pl.lit(bin_ns, pl.Int64))], how="diagonal_relaxed")
     found.append(part.collect())
     ends = pl.concat([lazy.filter(in_level(level)).with_columns(level=pl.lit(level, pl.Int8)) for level in range(LEVELS)])
@@ -170,7 +203,12 @@ def levels(partials: pl.LazyFrame, line: list[str]) -> pl.LazyFrame:
         partials.filter(pl.col("first_ns").is_not_null())
         .group_by(line)
         .agg(pl.col("first_ns").min(), pl.col("last_ns").max(), pl.col("bin_ns").max())
+        .collect()
     )
+    width = int(spans["bin_ns"].max() or 0)
+    if width:
+        bounded(spans, width)
+    spans = spans.lazy()
     binned, width = pl.col("bin_ns") > 0, pl.col("bin_ns")
     b = pl.col("b") * width
     bins = pl.int_ranges(pl.col("first_ns") // width, (pl.col("last_ns") - 1) // width + 1)
