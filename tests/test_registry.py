@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
-import textwrap
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,51 +20,13 @@ from nsys_tools.read.trace import Trace
 from nsys_tools.run import chunked
 from nsys_tools.run.report import view_table
 
-TOY = '''
-"""GPU operations per kind: how many, and their total time."""
-from dataclasses import dataclass
-
-import polars as pl
-
-from nsys_tools.views import View
-from nsys_tools.views.contract import option
-
-VIEW = View("ops", "GPU operations per kind", splittable=True)
-
-
-@dataclass(frozen=True)
-class Options:
-    kind: str = option("", "--kind", "Only the operations of this kind (kernel, memcpy, memset).")
-
-
-COLUMNS = ("kind", "ops", "total_ns")
-
-
-def read(trace, by, *, kind=""):
-    ops = trace.gpu_ops(attributed=False, columns=[*by, "kind", "duration_ns"]).select(*by, "kind", "duration_ns")
-    return ops.filter(pl.col("kind").cast(pl.String) == kind) if kind else ops
-
-
-def partial(ops, keys):
-    return ops.group_by([*keys, "kind"]).agg(ops=pl.len(), total_ns=pl.col("duration_ns").sum())
-
-
-def finalize(partials, keys):
-    groups = [*keys, "kind"]
-    merged = partials.group_by(groups).agg(pl.col("ops").sum(), pl.col("total_ns").sum())
-    return merged.with_columns(pl.col("kind").cast(pl.String)).sort(groups).select(*keys, *COLUMNS)
-
-
-def chart(table):
-    import altair as alt
-
-    return alt.Chart(table).mark_bar().encode(y="kind:N", x="ops:Q")
-'''
+# The view of docs/guides/new-view.md, copied into a folder of its own: no file of the package is touched.
+TOY = Path(__file__).resolve().parents[1] / "examples" / "ops_view.py"
 
 
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
-    (tmp_path / "toy_ops_view.py").write_text(textwrap.dedent(TOY))
+    shutil.copyfile(TOY, tmp_path / "toy_ops_view.py")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(views, "REGISTRY", dict(views.REGISTRY))  # the built-in views, and the toy while it runs
     assert views.discover(tmp_path, "") == [views.REGISTRY["ops"]]
@@ -154,3 +116,12 @@ def test_a_toy_view_joins_the_command_line_with_its_option_and_chart(toy, fixtur
     assert nsys_tools.open(path).view.ops(kind="memset").collect()["ops"].to_list() == [24]
     res = runner.invoke(command, ["report", str(path), "--kind", "memset"])
     assert res.exit_code == 2 and "Invalid value for --kind: applies to --view ops, not --view kernels" in res.stderr
+
+
+def test_the_guide_shows_the_example_view_as_it_is():
+    """docs/guides/new-view.md shows examples/ops_view.py whole, the file this module's toy view is."""
+    import re
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "new-view.md").read_text(encoding="utf-8")
+    shown = re.findall(r"```python\n(.*?)```", guide, re.S)[0]
+    assert shown == TOY.read_text(encoding="utf-8")
