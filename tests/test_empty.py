@@ -60,3 +60,11 @@ def test_a_summary_of_an_empty_window_says_why_and_never_prints_none():
     assert "### Run summary: `multi-gpu-nsys2025.3.sqlite` (--from 100ms --to 200ms)" in res.stdout
     assert "(no GPU work found: the window (--from 100ms --to 200ms) holds no GPU operation: " in res.stdout
     assert seconds(lo, hi) in res.stdout and "None" not in res.stdout
+
+
+def test_an_empty_timeline_says_where_the_data_are(tmp_path):
+    lo, hi, n = span(MULTI)
+    res = run("timeline", MULTI, "--from", "100ms", "--to", "200ms", "-o", tmp_path / "t.json")
+    line = next(x for x in res.stderr.splitlines() if x.startswith("Note: no GPU operation in the timeline"))
+    assert f"they sit at {seconds(lo, hi)} ({n:,} operations), the window at 0.10–0.20 s" in line
+    assert "Note: no GPU operation" not in run("timeline", MULTI, "-o", tmp_path / "all.json").stderr

@@ -71,6 +71,12 @@ def timeline(
         stderr.print(
             f"Warning: {written.open_ranges} NVTX ranges still open at the end of the capture are left out", markup=False
         )
+    if not any(written.events.get(cat) for cat in ("kernel", "nccl", "memcpy", "memset")):
+        from ..run.empty import reason
+
+        stderr.print(
+            f"Note: no GPU operation in the timeline: {reason([path], 'timeline', window=spec, nsys=nsys)}.", markup=False
+        )
 
 
 @app.command("export")

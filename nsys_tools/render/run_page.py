@@ -95,6 +95,14 @@ def step_chart(steps: pl.DataFrame) -> html.Chart:
     return html.Chart(drawable_spec(chart.to_dict()))
 
 
+def _gpu(table: pl.DataFrame) -> pl.Expr:
+    """``GPU <id>``, led by its export's file name where the run keeps one GPU id apart per export."""
+    gpu = pl.format("GPU {}", "gpu_id")
+    if "file" not in table.columns:
+        return gpu
+    return pl.col("file").str.split("/").list.last() + pl.lit(" ") + gpu
+
+
 def utilization_chart(binned: pl.DataFrame) -> html.Chart:
     """Busy share over time per device: compute, NCCL exposed and memory, window by window."""
     alt = _alt()
@@ -102,7 +110,7 @@ def utilization_chart(binned: pl.DataFrame) -> html.Chart:
     long = pl.concat(
         [
             binned.select(
-                device=pl.format("GPU {}", "gpu_id"),
+                device=_gpu(binned),
                 ms=pl.col("start_ns") / 1e6,
                 pct=pl.col(c),
                 what=pl.lit(t),
@@ -128,14 +136,15 @@ def utilization_chart(binned: pl.DataFrame) -> html.Chart:
 
 
 def devices(util: pl.DataFrame) -> html.Table:
+    labels = util.select(_gpu(util)).to_series().to_list()
     rows = [
         (
-            r["gpu_id"],
+            label,
             r["gpu_name"] or "",
             _ms(r["span_ns"]),
             *(f"{r[c]:.1f}%" for c in ("busy_pct", "compute_pct", "communication_pct", "memory_pct", "idle_pct")),
         )
-        for r in util.iter_rows(named=True)
+        for label, r in zip(labels, util.iter_rows(named=True), strict=True)
     ]
     return html.Table(["GPU", "name", "span (ms)", "busy", "compute", "NCCL exposed", "memory", "idle"], rows)
 
