@@ -214,9 +214,8 @@ def clip(intervals: pl.LazyFrame, windows: pl.DataFrame, keep: Sequence[str]) ->
     first = windows.group_by("pid").agg(w0=pl.col("w").min()).lazy()
     lo = intervals.sort("lo").join_asof(starts, left_on="lo", right_on="a", by="pid", strategy="backward", check_sortedness=False)
     lo = lo.drop("a").rename({"w": "w_lo"}).with_columns(probe=pl.col("hi") - 1).sort("probe")
-    both = lo.join_asof(starts, left_on="probe", right_on="a", by="pid", strategy="backward", check_sortedness=False).rename(
-        {"w": "w_hi"}
-    )
+    both = lo.join_asof(starts, left_on="probe", right_on="a", by="pid", strategy="backward", check_sortedness=False)
+    both = both.drop("a").rename({"w": "w_hi"})
     both = both.join(first, on="pid").filter(pl.col("w_hi").is_not_null())
     spread = both.with_columns(w=pl.int_ranges(pl.coalesce("w_lo", "w0"), pl.col("w_hi") + 1)).explode("w")
     placed = spread.join(windows.lazy().select("w", "a", "b"), on="w")
