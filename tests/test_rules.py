@@ -209,3 +209,34 @@ def test_twins_findings_count_only_steady_steps_time():
         steady = sum(max(0, min(e, b) - max(s, a)) for s, e in ranges(export, "step=%")[r["PID"]][1:])
         assert found[r["PID"]].time_ns == int(steady * (100 - r["In-Use (%)"]) / 100)
         assert 0 < found[r["PID"]].time_ns < r["Duration (ns)"] / 20
+
+
+def stretched(source: Path, into: Path, kernel_start: int, by_ns: int) -> Path:
+    """``source`` with the kernel starting at ``kernel_start`` made ``by_ns`` longer and everything
+    after its end (GPU work, API calls, NVTX ranges, and the ends of what spans it) ``by_ns`` later:
+    the run as it would be had that one call of the kernel been slower."""
+    import shutil
+
+    shutil.copyfile(source, into)
+    con = sqlite3.connect(into)
+    with con:
+        (end,) = con.execute("SELECT end FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE start = ?", (kernel_start,)).fetchone()
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                      "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"):  # fmt: skip
+            con.execute(f"UPDATE {table} SET start = start + ?1 WHERE start >= ?2", (by_ns, end))
+            con.execute(f"UPDATE {table} SET end = end + ?1 WHERE end >= ?2", (by_ns, end))
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = end + ? WHERE start = ?", (by_ns, kernel_start))
+    con.close()
+    return into
+
+
+def test_a_step_slowed_by_one_kernel_call_names_the_kernel(torch_a, tmp_path):
+    """One GEMM call of 'step 2' in the training run made 5 ms longer (and the rest of the run 5 ms
+    later): that step is slow, its cause is compute, and the kernel named is that GEMM."""
+    export = stretched(torch_a, tmp_path / "slow-gemm.sqlite", 36039712, 5_000_000)
+    found = [f for f in diagnose(Run([export]), ["slow_steps"]) if 3 in f.steps]
+    assert len(found) == 1 and found[0].steps == [3] and "compute time grew" in found[0].title
+    gemm = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_"
+    assert found[0].kernel == gemm + "execute_kernel__5x_cublas"
+    (row,) = rows_of(Run([export]), "slow_steps").filter(pl.col("step") == 3).iter_rows(named=True)
+    assert row["more_kernel_ns"] > 4_900_000 and row["cause"] == "kernel"
