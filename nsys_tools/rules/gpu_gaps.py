@@ -32,11 +32,11 @@ def select(export, *, rows=-1, start=None, end=None, gap=500) -> list[tuple]:
         return []
     sql = f"""
         WITH ops AS ({ops}),
-        s AS (SELECT ROW_NUMBER() OVER (ORDER BY pid, deviceId, start) AS k, start, pid, deviceId FROM ops),
+        s AS (SELECT ROW_NUMBER() OVER (ORDER BY pid, deviceId, start) - 1 AS k, start, pid, deviceId FROM ops),
         e AS (SELECT ROW_NUMBER() OVER (ORDER BY pid, deviceId, end) AS k, end, pid, deviceId, contextId FROM ops),
         gaps AS (
             SELECT s.start - e.end AS duration, e.end AS at, e.pid, e.deviceId, e.contextId
-            FROM s JOIN e ON e.k = s.k - 1 AND e.pid = s.pid AND e.deviceId = s.deviceId
+            FROM e JOIN s ON s.k = e.k AND s.pid = e.pid AND s.deviceId = e.deviceId
             WHERE s.start - e.end > {int(gap) * 1000000} AND e.end < s.start)
         SELECT ROW_NUMBER() OVER (ORDER BY duration DESC, at, pid, deviceId), duration, at, pid, deviceId, contextId
         FROM gaps ORDER BY duration DESC, at, pid, deviceId{A.limit(rows)}"""
