@@ -90,7 +90,8 @@ def test_the_steps_section_gives_setup_warmup_and_mfu():
         own = steps.filter((pl.col("pid") == pid) & (pl.col("phase") == "steady"))
         setup = steps.filter((pl.col("pid") == pid) & (pl.col("step") == 0))["duration_ns"].item()
         mfu = own["mfu_pct"].median()
+        busy = 100 * own["busy_ns"].sum() / own["duration_ns"].sum()  # steady steps only: not the warm-up's 0.2%
         assert (
-            f"| {pid} | 4 | {setup / 1e6:,.2f} ms | 1 | {own['duration_ns'].median() / 1e6:,.2f} ms | 1 | "
+            f"| {pid} | 4 | {setup / 1e6:,.2f} ms | 1 | {own['duration_ns'].median() / 1e6:,.2f} ms | 1 | {busy:.1f}% | "
             f"{own['tflops'].median():,.1f} TFLOP/s, {mfu:.1f}% MFU |"
         ) in text

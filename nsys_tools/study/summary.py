@@ -223,7 +223,8 @@ def run_summary(files: Sequence[Path], *, window=None, engine=None, steps: dict 
 
 def _steps(steps: pl.DataFrame) -> list[str]:
     """The step model in a few lines: its source, and per rank the setup, warm-up, steady median,
-    slow steps and, with FLOPs given, the median achieved TFLOP/s and MFU."""
+    slow steps, how busy its GPUs were in the steady steps (setup and warm-up left out) and, with
+    FLOPs given, the median achieved TFLOP/s and MFU."""
     if steps.is_empty():
         return ["", "**Steps:** none found (no NVTX range named like a step, no repeating range or kernel sequence)"]
     per_rank = steps.unique(["pid", "step"], keep="first")
@@ -233,6 +234,7 @@ def _steps(steps: pl.DataFrame) -> list[str]:
         steady = own.filter(pl.col("phase") == "steady")
         setup = own.filter(pl.col("phase") == "setup")["duration_ns"].sum()
         mfu = steady["mfu_pct"].drop_nulls()
+        busy = steps.filter((pl.col("pid") == pid) & (pl.col("phase") == "steady")).select("busy_ns", "duration_ns").sum()
         rows.append(
             (
                 pid,
@@ -241,13 +243,14 @@ def _steps(steps: pl.DataFrame) -> list[str]:
                 own.filter(pl.col("phase") == "warmup").height,
                 _ms(steady["duration_ns"].median()),
                 steady.filter(pl.col("slow")).height,
+                _pct(100 * busy["busy_ns"].item() / busy["duration_ns"].item()) if busy["duration_ns"].item() else "–",
                 "–" if mfu.is_empty() else f"{steady['tflops'].median():,.1f} TFLOP/s, {_pct(mfu.median())} MFU",
             )
         )
     lines += _table(
-        ["rank", "steps", "setup", "warm-up", "steady median", "slow", "achieved"],
+        ["rank", "steps", "setup", "warm-up", "steady median", "slow", "steady busy", "achieved"],
         rows,
-        [True, True, True, True, True, True, False],
+        [True, True, True, True, True, True, True, False],
     )
     return lines
 
