@@ -126,11 +126,7 @@ def compare(
     """
     from ..study import compare as C
 
-    if session_noise is not None and noise_from is not None:
-        raise typer.BadParameter("give --session-noise or --noise-from, not both", param_hint="--noise-from")
-    if (session_noise is not None or noise_from is not None) and ledger is not None:
-        given = "--session-noise" if session_noise is not None else "--noise-from"
-        raise typer.BadParameter(f"--ledger is not read when {given} is given", param_hint="--ledger")
+    _noise_sources(session_noise, noise_from, ledger)
     calibration = list(noise_from or ())
     target = _output(output, [*_capture_files(base), *_capture_files(new), *(f for p in calibration for f in _capture_files(p))])
     from ..folder_format import is_sweep
@@ -139,6 +135,48 @@ def compare(
     for side in (base, new):
         _stale_notes(_capture_exports(side, reexport))
     keys = tuple(_by(by))
+    a, b, names = _captures(base, new, names, keys, nsys, reexport, strict)
+    pair = tuple(C.open_capture(p, nsys, names=names.value, by=keys, reexport=reexport) for p in calibration) or None
+    session_sd, source = _between_sessions(a, b, session_noise, ledger, new, pair)
+    run = _run(base, new, per, nsys, reexport)
+    table = C.compare(a, b, session_sd=session_sd, units=run[1] if run else None)
+    method = C.method(a, b, session_sd, source)
+    for line in C.differences(a, b):
+        stderr.print(f"Warning: the captures differ in {line}", markup=False)
+    _write(_compared(a, b, table, method, run and run[0], fmt), target)
+    if fail_on_regression is not None:
+        _fail_on_regression(table, a.keys, fail_on_regression)
+
+
+def _noise_sources(session_noise: float | None, noise_from, ledger: Path | None) -> None:
+    """One source for the variance between sessions: --session-noise, --noise-from or the ledger."""
+    if session_noise is not None and noise_from is not None:
+        raise typer.BadParameter("give --session-noise or --noise-from, not both", param_hint="--noise-from")
+    if (session_noise is not None or noise_from is not None) and ledger is not None:
+        given = "--session-noise" if session_noise is not None else "--noise-from"
+        raise typer.BadParameter(f"--ledger is not read when {given} is given", param_hint="--ledger")
+
+
+def _between_sessions(a, b, session_noise: float | None, ledger: Path | None, new: Path, pair):
+    """The variance between sessions and where it comes from; a note when the ledger's sweeps give it
+    for runs of a program."""
+    from ..study import compare as C
+
+    session_sd, source, dof = C.between_sessions(a, b, session_noise, ledger, near=new, calibration=pair)
+    if session_noise is None and pair is None and dof and a.clusters != "round" and b.clusters != "round":
+        stderr.print(
+            f"Note: the variance between sessions ({100 * session_sd / math.sqrt(2):.2f}%) comes from the ledger's sweeps; "
+            "for runs of a program, --noise-from A B measures it on two captures of one build.",
+            markup=False,
+        )
+    return session_sd, source
+
+
+def _captures(base: Path, new: Path, names: Names | None, keys: tuple, nsys, reexport: bool, strict: bool):
+    """BASE and NEW opened for comparing, and the names used: exports whose kernel time is mostly in
+    ranges named with per-call ids are compared by (op, kernel) unless --names says otherwise."""
+    from ..study import compare as C
+
     skipped: list = []
     a, b = (C.open_capture(p, nsys, skipped, names=(names or Names.short).value, by=keys, reexport=reexport) for p in (base, new))
     _skipped(skipped, strict)
@@ -150,23 +188,7 @@ def compare(
         )
         names = Names.op
         a, b = (C.open_capture(p, nsys, names="op", by=keys, reexport=reexport) for p in (base, new))
-    names = names or Names.short
-    pair = tuple(C.open_capture(p, nsys, names=names.value, by=keys, reexport=reexport) for p in calibration) or None
-    session_sd, source, dof = C.between_sessions(a, b, session_noise, ledger, near=new, calibration=pair)
-    if session_noise is None and pair is None and dof and a.clusters != "round" and b.clusters != "round":
-        stderr.print(
-            f"Note: the variance between sessions ({100 * session_sd / math.sqrt(2):.2f}%) comes from the ledger's sweeps; "
-            "for runs of a program, --noise-from A B measures it on two captures of one build.",
-            markup=False,
-        )
-    run = _run(base, new, per, nsys, reexport)
-    table = C.compare(a, b, session_sd=session_sd, units=run[1] if run else None)
-    method = C.method(a, b, session_sd, source)
-    for line in C.differences(a, b):
-        stderr.print(f"Warning: the captures differ in {line}", markup=False)
-    _write(_compared(a, b, table, method, run and run[0], fmt), target)
-    if fail_on_regression is not None:
-        _fail_on_regression(table, a.keys, fail_on_regression)
+    return a, b, names or Names.short
 
 
 def _fail_on_regression(table, keys, percent: float) -> None:

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from .. import views
 from ..convention import DEFAULT_OUTPUTS, OUTPUT_POLICIES
 
 
@@ -150,32 +151,18 @@ def _items(text: str | None) -> list[str]:
     return [s.strip() for s in (text or "").split(",") if s.strip()]
 
 
-# The step model (views.steps) as summary and diagnose take it (report --view steps: the view's own options).
-StepOption = Annotated[
-    Optional[str],
-    typer.Option(
-        help="The NVTX range of one training step (a glob; default: ranges named like steps, a repeating range, or kernels)."
-    ),
-]
-WarmupOption = Annotated[
-    Optional[float],
-    typer.Option(
-        min=1, help="Steps: leading steps above this many times the rank's median step are warm-up (1.5).", show_default=False
-    ),
-]
-SlowOption = Annotated[
-    Optional[float],
-    typer.Option(min=1, help="Steps: steady steps above this many times the steady median are slow (1.15).", show_default=False),
-]
-FlopsOption = Annotated[
-    Optional[float],
-    typer.Option(min=0, help="Steps: the FLOPs one rank does in a step, for achieved TFLOP/s and MFU.", show_default=False),
-]
-PeakOption = Annotated[
-    Optional[float],
-    typer.Option(
-        min=0,
-        help="Steps: the GPU's peak TFLOP/s for MFU (default: the dense BF16 datasheet peak of a known GPU).",
-        show_default=False,
-    ),
-]
+def _view_option(view: str, name: str):
+    """Option ``name`` of view ``view`` (its ``Options`` declaration: flag, type, help, default, least value)
+    for a command other than ``report``, which makes its view options itself (``cli/generated.py``)."""
+    o = views.spec(view).option(name)
+    default = "" if o.default in ("", 0, None) else f" (default {o.default:g})"
+    info = typer.Option(o.flag, help=f"{o.help}{default}", min=o.min, show_default=False)
+    return Annotated[Optional[{"str": str, "int": int, "float": float}[o.type]], info]
+
+
+# The step model (views.steps) as summary and diagnose take it, from the view's own declaration.
+StepOption = _view_option("steps", "step")
+WarmupOption = _view_option("steps", "warmup")
+SlowOption = _view_option("steps", "slow")
+FlopsOption = _view_option("steps", "flops_per_step")
+PeakOption = _view_option("steps", "peak_tflops")

@@ -452,10 +452,8 @@ def summary(
 
     window, _ = _window(time_from, time_to, within, skip_first, None)
     target = _output(output, _read_by(expand_inputs(paths)))
-    if peak_tflops is not None and flops_per_step is None:
-        raise typer.BadParameter("a peak is for MFU: give --flops-per-step too", param_hint="--peak-tflops")
     steps = {"step": step, "warmup": warmup, "slow": slow, "flops_per_step": flops_per_step, "peak_tflops": peak_tflops}
-    steps = {k: v for k, v in steps.items() if v is not None}
+    steps = given_options("steps", steps)  # the view's own checks: a peak needs --flops-per-step
     if page is not None:
         if window:
             raise typer.BadParameter("the page is of the whole run: give no window with it", param_hint="--html")
