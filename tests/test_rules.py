@@ -240,3 +240,15 @@ def test_a_step_slowed_by_one_kernel_call_names_the_kernel(torch_a, tmp_path):
     assert found[0].kernel == gemm + "execute_kernel__5x_cublas"
     (row,) = rows_of(Run([export]), "slow_steps").filter(pl.col("step") == 3).iter_rows(named=True)
     assert row["more_kernel_ns"] > 4_900_000 and row["cause"] == "kernel"
+
+
+def test_every_rules_rows_write_as_csv():
+    from typer.testing import CliRunner
+
+    from nsys_tools.cli import app
+
+    for name in REGISTRY:
+        res = CliRunner().invoke(app, ["diagnose", str(MULTI), "--rule", name, "--format", "csv"])
+        assert res.exit_code == 0, (name, res.output)
+    launch = CliRunner().invoke(app, ["diagnose", str(MULTI), "--rule", "launch_bound", "--format", "csv"])
+    assert launch.stdout.splitlines()[1].startswith("1426,0,2 3 4,")  # the steady steps, one cell

@@ -103,4 +103,7 @@ def _rows_csv(run, spec, options: dict, files: list[Path]) -> str:
         raise typer.BadParameter(str(exc), param_hint="--rule") from None
     if table.is_empty():
         stderr.print(f"No rows: {spec.name} found nothing in {len(files)} export(s) ({spec.summary}).", markup=False)
-    return render(table, Format.csv)
+    import polars as pl
+
+    lists = [c for c, t in table.schema.items() if isinstance(t, pl.List)]  # step numbers: "2 5 8" in one cell
+    return render(table.with_columns(pl.col(c).cast(pl.List(pl.String)).list.join(" ") for c in lists), Format.csv)

@@ -57,7 +57,7 @@ def rows(run, **options) -> pl.DataFrame:
         pl.col("duration_ns").median().alias("median_ns"), *(pl.col(c).median().alias(f"median_{c}") for c in figures)
     )
     slow = steps.filter(pl.col("slow")).join(medians, on=["pid", "gpu_id"])
-    excess = {name: pl.col(c) - pl.col(f"median_{c}") for name, (c, _, _) in CAUSES.items()}
+    excess = {name: (pl.col(c) - pl.col(f"median_{c}")).round().cast(pl.Int64) for name, (c, _, _) in CAUSES.items()}
     slow = slow.with_columns(**{f"more_{n}_ns": e for n, e in excess.items()})
     grew = pl.concat_list([pl.col(f"more_{n}_ns") for n in CAUSES])
     return slow.with_columns(
