@@ -117,7 +117,7 @@ def schema_note(written: dict[str, pl.Schema], rows: dict[str, int], source: str
         "",
         "Written by `nsys-tools export`: the frames nsys-tools reads an export into, one Parquet file each. Times are",
         "integer nanoseconds on the export's clock; names are resolved to text. A column named as an export column",
-        "(`TABLE.column`) holds that column as nsys wrote it.",
+        "(`TABLE.column`) holds that column as nsys wrote it. Rows are in order of start time, then of every column.",
         "",
     ]
     for frame, columns in written.items():
@@ -134,6 +134,13 @@ def schema_note(written: dict[str, pl.Schema], rows: dict[str, int], source: str
     return "\n".join(lines)
 
 
+def in_order(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame``'s rows in one order, whatever order they were read or joined in: by start time,
+    then by every column; so one export gives the same bytes every run, at any thread count."""
+    first = [c for c in ("start_ns", "end_ns") if c in frame.columns]
+    return frame.sort([*first, *(c for c in frame.columns if c not in first)], nulls_last=True)
+
+
 def write(trace, folder: Path, only: list[str] | None = None) -> dict[str, int]:
     """Write the frames (``only`` some of them) as ``folder/<frame>.parquet``, with SCHEMA.md and
     frames.json; returns the rows of each. All or nothing: each file is renamed into place once
@@ -143,7 +150,7 @@ def write(trace, folder: Path, only: list[str] | None = None) -> dict[str, int]:
         for name, read in frames(trace).items():
             if only is not None and name not in only:
                 continue
-            frame = read()
+            frame = in_order(read())
             frame.write_parquet(files.enter_context(replaced_atomically(folder / f"{name}.parquet")))
             schemas[name], rows[name] = frame.schema, frame.height
         session = {k: v for k, v in trace.session().items() if k != "file"}

@@ -119,6 +119,7 @@ def api_calls(trace, start_ns: int | None = None, end_ns: int | None = None) -> 
     return (
         calls.filter(_overlaps("api_start_ns", "api_end_ns", start_ns, end_ns))
         .with_columns(pl.col("name").cast(pl.String))
+        .sort(["pid", "tid", "api_start_ns", "api_end_ns", "correlation_id", "name"], nulls_last=True)  # one order every run
         .collect()
     )
 
@@ -138,7 +139,8 @@ def nvtx_ranges(trace, start_ns: int | None = None, end_ns: int | None = None) -
     closed = ranges.filter(pl.col("end_ns") < events.NO_END).with_columns(
         track_tid=pl.col("tid") + pl.when(pl.col("style") == "startend").then(START_END).otherwise(PUSH_POP)
     )
-    return closed, still_open
+    order = ["pid", "track_tid", "start_ns", "end_ns", "range", "domain", "style", "tid", "duration_ns"]
+    return closed.sort(order, nulls_last=True), still_open  # one order every run
 
 
 def _complete(frame: pl.DataFrame, *, name: str, cat: pl.Expr, pid: str, tid: str, start: str, args: dict) -> pl.Series:
@@ -187,7 +189,8 @@ def _metadata(ops: pl.DataFrame, calls: pl.DataFrame, ranges: pl.DataFrame, trac
     import json
 
     out = []
-    names = dict(trace.processes().select("pid", "process_name").unique("pid").collect().iter_rows())
+    processes = trace.processes().select("pid", "process_name").sort(pl.all(), nulls_last=True)
+    names = dict(processes.unique("pid", keep="first", maintain_order=True).collect().iter_rows())
     gpu_names = dict(trace.gpus().select("gpu_id", "gpu_name").collect().iter_rows())
     for gpu_id in sorted(ops["gpu_id"].unique().to_list()):
         pid = GPU_PID + gpu_id
