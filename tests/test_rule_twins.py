@@ -54,7 +54,7 @@ def test_csv_equals_nsys_analyze_byte_for_byte(cases):
     for export, folder in cases:
         run = Run([export])
         for reference in sorted(folder.glob("*.csv")):
-            rule, options = parse(reference.stem.replace(".", ":"))
+            rule, options = parse(reference.stem.replace(".", ":").replace("#", "/"))
             module = rule.load()
             ours = analyze.csv_text(module.COLUMNS, module.select(run.exports[0], **options))
             assert ours == reference.read_text(), f"{rule.name} on {export.name} differs from {reference}"
@@ -121,3 +121,11 @@ def test_rows_equal_nsys_2025_3_recipes_of_the_same_rules(cases):
         module = REGISTRY[name].load()
         ours = [tuple(r) for r in module.select(run.exports[0])]
         assert ours == [tuple(r) for r in theirs.rows()], name
+
+
+def test_nvtx_filter_errors_name_the_range():
+    export = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"
+    res = runner.invoke(app, ["diagnose", str(export), "--rule", "cuda_api_sync:nvtx=nosuch", "-f", "csv"])
+    assert res.exit_code == 2 and "no NVTX range 'nosuch'" in res.output
+    both = runner.invoke(app, ["diagnose", str(export), "--rule", "cuda_api_sync:nvtx=data:process=1426", "-f", "csv"])
+    assert both.exit_code == 2 and "nvtx cannot go with process or thread" in both.output

@@ -8,7 +8,10 @@ the order SQLite meets the rows in: the order of the tables' rows, which the twi
 
 * ``start``/``end`` keep the rows that overlap ``[start, end)`` of the tables read (a row that
   starts before ``start`` and ends at or after ``end`` too), as nsys filters them; the launch
-  calls a copy is matched to are not filtered.
+  calls a copy is matched to are not filtered. ``nvtx=NAME[@DOMAIN][/INDEX]`` takes the times of
+  that range's instance (the first by start, or the INDEX-th from 0; ``start``/``end`` given win)
+  and keeps, of the tables with a thread, the range's thread (a push/pop range) or process (a
+  start/end range), of the tables with a process, its process.
 * Times are nanoseconds; ``Bytes (MB)`` is bytes / 10^6 with three decimals; a percentage has
   one decimal; NULL is an empty cell. A rule with no rows writes nothing at all, as nsys does.
 """
@@ -19,6 +22,7 @@ import csv
 import io
 from collections.abc import Sequence
 from contextlib import closing
+from dataclasses import dataclass
 
 from ..read.export import Export, reading
 
@@ -26,6 +30,7 @@ COMMON = {
     "rows": (int, -1, "at most this many rows (-1: all of them; nsys's own default is 50)"),
     "start": (int, None, "only what overlaps the time from this timestamp on (ns)"),
     "end": (int, None, "only what overlaps the time before this timestamp (ns)"),
+    "nvtx": (str, None, "only what overlaps this NVTX range's instance, NAME[@DOMAIN][/INDEX], on its thread or process"),
 }
 NO_END = 0x7FFFFFFFFFFFFFFF
 
@@ -45,6 +50,53 @@ def overlaps(alias: str, start: int | None, end: int | None) -> str:
     return f"(({s} >= {lo} AND {s} < {hi}) OR ({e} >= {lo} AND {e} < {hi}) OR ({s} < {lo} AND {e} >= {hi}))"
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What the rows read must overlap (``start``, ``end``) and belong to: a thread (``tid``, a
+    serialized global thread id), a process (``pid``, a serialized global id), or anything."""
+
+    start: int | None = None
+    end: int | None = None
+    tid: int | None = None
+    pid: int | None = None
+
+    def where(self, alias: str, ids: str) -> str:
+        """The SQL condition on table ``alias``, whose ids are ``globalTid`` or ``globalPid`` (``ids``)."""
+        cond = [overlaps(alias, self.start, self.end)]
+        if self.tid is not None and ids == "globalTid":
+            cond.append(f"{alias}.globalTid = {self.tid}")
+        elif self.pid is not None:
+            cond.append(f"{alias}.{ids} >> 24 = {self.pid >> 24}")
+        return " AND ".join(cond)
+
+
+def scope(export: Export, start: int | None = None, end: int | None = None, nvtx: str | None = None) -> Scope:
+    """The rows a rule reads, as ``start``, ``end`` and ``nvtx`` choose them (``Scope``)."""
+    if nvtx is None:
+        return Scope(start, end)
+    name, index = nvtx, 0
+    head, slash, tail = nvtx.rpartition("/")
+    if slash and tail.isdigit():
+        name, index = head, int(tail)
+    if not export.has("NVTX_EVENTS"):
+        raise ValueError(f"{export.source} holds no NVTX range, so none named {nvtx!r}")
+    sql = """
+        SELECT n.start, n.end, n.globalTid FROM NVTX_EVENTS AS n
+        LEFT JOIN (SELECT domainId, globalTid, text FROM NVTX_EVENTS WHERE eventType = 75) AS d
+            ON d.domainId = n.domainId AND d.globalTid >> 24 = n.globalTid >> 24
+        LEFT JOIN StringIds AS s ON s.id = n.textId
+        WHERE n.eventType IN (59, 60, 70, 71) AND coalesce(n.text, s.value) || coalesce('@' || d.text, '') = ?
+        ORDER BY n.start LIMIT 1 OFFSET ?"""
+    found = fetch(export, sql, (name, index))
+    if not found:
+        raise ValueError(f"no NVTX range {nvtx!r} in {export.source}")
+    lo, hi, tid = found[0]
+    pushpop = (tid >> 24) & 0xFFFFFF != tid & 0xFFFFFF
+    return Scope(
+        lo if start is None else start, (NO_END if hi is None else hi) if end is None else end, tid if pushpop else None, tid
+    )
+
+
 def fetch(export: Export, sql: str, params: Sequence = ()) -> list[tuple]:
     with reading(export.source), closing(export.connect()) as con:
         con.text_factory = lambda raw: raw.decode("utf-8", "replace")
@@ -55,13 +107,13 @@ def limit(rows: int) -> str:
     return "" if rows is None or rows < 0 else f" LIMIT {int(rows)}"
 
 
-def gpu_ops(export: Export, start: int | None = None, end: int | None = None) -> str | None:
+def gpu_ops(export: Export, within: Scope) -> str | None:
     """The SQL of every timed GPU operation (kernels, copies, sets; ``start > 0``) as ``start,
     end, pid, globalId, deviceId, contextId``, with the profiler's CUDA overhead inside each
     (process, device)'s span added as operations of that device; None without any of the tables."""
     parts = [
         f"SELECT o.start, o.end, (o.globalPid >> 24) & 16777215 AS pid, o.globalPid AS globalId, o.deviceId, o.contextId "
-        f"FROM {table} AS o WHERE o.start > 0 AND {overlaps('o', start, end)}"
+        f"FROM {table} AS o WHERE o.start > 0 AND {within.where('o', 'globalPid')}"
         for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
         if export.has(table)
     ]
@@ -78,7 +130,7 @@ def gpu_ops(export: Export, start: int | None = None, end: int | None = None) ->
         SELECT p.start, p.end, span.pid, span.globalId, span.deviceId, span.contextId
         FROM PROFILER_OVERHEAD AS p JOIN StringIds AS n ON n.id = p.nameId
         JOIN span ON span.pid = (p.globalTid >> 24) & 16777215 AND p.start > span.lo AND p.end < span.hi
-        WHERE n.value IN ({names}) AND {overlaps("p", start, end)}
+        WHERE n.value IN ({names}) AND {within.where("p", "globalTid")}
         UNION ALL SELECT * FROM g"""
 
 

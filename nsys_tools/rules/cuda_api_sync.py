@@ -18,13 +18,15 @@ COLUMNS = (("Duration (ns)", "ns"), ("Start (ns)", "ns"), ("PID", "text"), ("TID
 ADVICE = "Synchronize less: wait on events (cudaStreamWaitEvent) instead of blocking the host; read results back once a step."
 
 
-def select(export, *, rows=-1, start=None, end=None, process=-1, thread=-1) -> list[tuple]:
+def select(export, *, rows=-1, start=None, end=None, nvtx=None, process=-1, thread=-1) -> list[tuple]:
+    if nvtx is not None and (process >= 0 or thread >= 0):
+        raise ValueError("rule cuda_api_sync: nvtx cannot go with process or thread")
     if not export.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         return []
-    where = [A.overlaps("r", start, end)]
-    if process != -1:
+    where = [A.scope(export, start, end, nvtx).where("r", "globalTid")]
+    if process >= 0:
         where.append(f"(r.globalTid >> 24) & 16777215 = {int(process)}")
-    if thread != -1:
+    if thread >= 0:
         where.append(f"r.globalTid & 16777215 = {int(thread)}")
     sql = f"""
         SELECT r.end - r.start AS duration, r.start, (r.globalTid >> 24) & 16777215, r.globalTid & 16777215, s.value

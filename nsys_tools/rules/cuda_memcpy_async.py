@@ -28,7 +28,7 @@ COLUMNS = (
 ADVICE = "Copy from pinned memory (pin_memory=True, cudaHostAlloc): a pageable source makes the async copy block the host."
 
 
-def copies(export, condition: str, api: str, *, rows=-1, start=None, end=None) -> list[tuple]:
+def copies(export, condition: str, api: str, *, rows=-1, start=None, end=None, nvtx=None) -> list[tuple]:
     """The copies meeting ``condition`` (on ``m``) whose launch call's name meets ``api`` (on
     ``s.value``), in ``COLUMNS``'s order, longest first; ties in order of the call, then the copy."""
     if not all(export.has(t) for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME", "ENUM_CUDA_MEM_KIND")):
@@ -42,7 +42,7 @@ def copies(export, condition: str, api: str, *, rows=-1, start=None, end=None) -
         JOIN CUPTI_ACTIVITY_KIND_MEMCPY AS m ON m.correlationId = r.correlationId
         LEFT JOIN ENUM_CUDA_MEM_KIND AS sk ON sk.id = m.srcKind
         LEFT JOIN ENUM_CUDA_MEM_KIND AS dk ON dk.id = m.dstKind
-        WHERE ({api}) AND ({condition}) AND {A.overlaps("m", start, end)}
+        WHERE ({api}) AND ({condition}) AND {A.scope(export, start, end, nvtx).where("m", "globalPid")}
         ORDER BY duration DESC, r.rowid, m.rowid{A.limit(rows)}"""
     return A.fetch(export, sql)
 

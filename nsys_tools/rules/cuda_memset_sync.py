@@ -27,7 +27,7 @@ COLUMNS = (
 ADVICE = "Use cudaMemsetAsync on a stream, so the host does not wait for the set."
 
 
-def select(export, *, rows=-1, start=None, end=None) -> list[tuple]:
+def select(export, *, rows=-1, start=None, end=None, nvtx=None) -> list[tuple]:
     if not all(export.has(t) for t in ("CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME", "ENUM_CUDA_MEM_KIND")):
         return []
     green = "NULLIF(m.greenContextId, 0)" if "greenContextId" in export.tables["CUPTI_ACTIVITY_KIND_MEMSET"] else "NULL"
@@ -39,7 +39,7 @@ def select(export, *, rows=-1, start=None, end=None) -> list[tuple]:
         JOIN CUPTI_ACTIVITY_KIND_MEMSET AS m ON m.correlationId = r.correlationId
         LEFT JOIN ENUM_CUDA_MEM_KIND AS k ON k.id = m.memKind
         WHERE s.value LIKE 'cudaMemset%' AND s.value NOT LIKE '%async%' AND m.memKind IN (1, 4)
-          AND {A.overlaps("m", start, end)}
+          AND {A.scope(export, start, end, nvtx).where("m", "globalPid")}
         ORDER BY duration DESC, r.rowid, m.rowid{A.limit(rows)}"""
     return A.fetch(export, sql)
 

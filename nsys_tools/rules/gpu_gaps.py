@@ -26,8 +26,8 @@ COLUMNS = (
 ADVICE = "Find what the host did meanwhile (NVTX ranges around data loading, checkpoints, logging) and overlap it with GPU work."
 
 
-def select(export, *, rows=-1, start=None, end=None, gap=500) -> list[tuple]:
-    ops = A.gpu_ops(export, start, end)
+def select(export, *, rows=-1, start=None, end=None, nvtx=None, gap=500) -> list[tuple]:
+    ops = A.gpu_ops(export, A.scope(export, start, end, nvtx))
     if ops is None:
         return []
     sql = f"""

@@ -31,10 +31,10 @@ COLUMNS = (
 ADVICE = "Look at what the host does in these stretches (NVTX ranges, CPU sampling): the GPU waits for it."
 
 
-def select(export, *, rows=-1, start=None, end=None, threshold=50, chunks=30) -> list[tuple]:
+def select(export, *, rows=-1, start=None, end=None, nvtx=None, threshold=50, chunks=30) -> list[tuple]:
     if not 1 <= chunks <= 1000:
         raise ValueError("rule gpu_time_util: chunks must be between 1 and 1000")
-    ops = A.gpu_ops(export, start, end)
+    ops = A.gpu_ops(export, A.scope(export, start, end, nvtx))
     if ops is None:
         return []
     sql = f"""
