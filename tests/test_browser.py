@@ -312,3 +312,11 @@ def test_the_page_of_a_hostile_run_runs_nothing(browser, tmp_path, hostile, list
     res = runner.invoke(app, ["summary", str(hostile), "--html", str(page)])
     assert res.exit_code == 0, res.output
     assert_inert_page(browser, page, listener[1], title="Run: run.sqlite")
+
+
+def test_the_page_of_a_run_of_a_hostile_export_runs_nothing(browser, tmp_path, hostile, listener):
+    """``summary --html``: findings, tables and charts of the run, through the same page writer."""
+    page = tmp_path / "run.html"
+    res = runner.invoke(app, ["summary", str(hostile), "--html", str(page)])
+    assert res.exit_code == 0, res.output
+    assert_inert_page(browser, page, listener[1])
