@@ -125,3 +125,28 @@ def test_the_guide_shows_the_example_view_as_it_is():
     guide = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "new-view.md").read_text(encoding="utf-8")
     shown = re.findall(r"```python\n(.*?)```", guide, re.S)[0]
     assert shown == TOY.read_text(encoding="utf-8")
+
+
+def test_a_view_without_a_chart_says_why_and_one_that_says_nothing_is_refused(tmp_path, monkeypatch, fixture_copy):
+    """``no_chart`` is the reason ``--chart`` prints (a usage error, before any export is read); a
+    view with neither a chart nor a reason breaks the contract when it is loaded."""
+    import typer.main
+    from click.testing import CliRunner
+
+    source = TOY.read_text(encoding="utf-8").split("\n\ndef chart(table):")[0] + "\n"
+    said = source.replace("splittable=True)", 'splittable=True, no_chart="three bars say less than the table")')
+    (tmp_path / "said_view.py").write_text(said.replace('View("ops"', 'View("said"'))
+    (tmp_path / "silent_view.py").write_text(source.replace('View("ops"', 'View("silent"'))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(views, "REGISTRY", dict(views.REGISTRY))
+    assert [v.name for v in views.discover(tmp_path, "")] == ["said", "silent"]
+    path = fixture_copy("multi-gpu/multi-gpu-nsys2025.3.sqlite")
+    res = CliRunner().invoke(
+        typer.main.get_command(app), ["report", str(path), "--view", "said", "--chart", str(tmp_path / "c.html")]
+    )
+    assert res.exit_code == 2 and "--view said draws no chart: three bars say less than the table" in res.stderr
+    assert not (tmp_path / "c.html").exists()
+    with pytest.raises(TypeError, match="view silent .* has no chart"):
+        views.get("silent")
+    for name in ("said_view", "silent_view"):
+        sys.modules.pop(name, None)
