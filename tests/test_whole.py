@@ -129,6 +129,7 @@ def test_training_runs_compare_per_step_with_the_slowed_operator_found(torch_run
         assert run["total"][label]["step_median_ns"] == round(statistics.median(steps))
         assert run["total"][label]["step_lo_ns"] <= run["total"][label]["step_median_ns"] <= run["total"][label]["step_hi_ns"]
     assert run["sentence"].startswith("NEW is 8% faster per step (9.05 → 8.37 ms; the 95% intervals overlap")
+    assert run["throughput"]["new"] == pytest.approx(1e9 / run["total"]["new"]["step_median_ns"])
     (mul,) = [r for r in doc["rows"] if r["op"] == "aten::mul_"]
     assert "vectorized_elementwise_kernel" in mul["kernel"] and mul["mode"] is None
     assert mul["verdict"] == "slower" and 10 < mul["ratio"] < 11

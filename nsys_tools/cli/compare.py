@@ -39,6 +39,10 @@ def _run(base: Path, new: Path, per: str | None, nsys, reexport: bool):
     from ..study import whole as W
 
     sides = [W.open_run(p, per=per, nsys=nsys, reexport=reexport) for p in (base, new)]
+    if None in sides:  # sweeps: call for call, no run figures
+        if per:
+            raise typer.BadParameter("sweeps are compared call for call: --per is for runs of exports", param_hint="--per")
+        return None
     why = [s for s in sides if isinstance(s, str)]
     if why:
         if per:

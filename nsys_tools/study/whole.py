@@ -150,7 +150,21 @@ class RunComparison:
     source: str
 
     def json(self) -> dict:
-        return {"unit": self.unit, "devices": self.devices, "total": self.total, "sentence": self.sentence}
+        """The run figures as ``compare --format json`` writes them under ``run``; ``throughput``:
+        units of work per second of each side's median unit (null per second of span)."""
+
+        def rate(side: dict | None) -> float | None:
+            median = (side or {}).get("step_median_ns")
+            return 1e9 / median if median and self.unit != "second" else None
+
+        throughput = {label: rate(self.total.get(label)) for label in ("base", "new")}
+        return {
+            "unit": self.unit,
+            "devices": self.devices,
+            "total": self.total,
+            "throughput": throughput,
+            "sentence": self.sentence,
+        }
 
 
 def _figures(row: dict | None, steps: pl.DataFrame, unit: str) -> dict | None:
@@ -303,15 +317,15 @@ def _change(a: dict, b: dict, unit: str) -> str:
     return f"{100 * time:+.1f}% time, {100 * (1 / (1 + time) - 1):+.1f}% throughput"
 
 
-def open_run(path: Path, *, per: str | None = None, nsys=None, reexport: bool = False) -> Side | str:
-    """One side of ``compare`` as a run: its ``Side``, or why it has no run figures (a sweep
-    folder, or exports of several runs)."""
+def open_run(path: Path, *, per: str | None = None, nsys=None, reexport: bool = False) -> Side | str | None:
+    """One side of ``compare`` as a run: its ``Side``, or why it has no run figures (exports of
+    several runs, or none readable); None for a sweep folder (compared round by round)."""
     from ..read.inputs import expand_inputs
     from ..read.sessions import runs
     from .folder import is_sweep
 
     if is_sweep(path):
-        return f"{path.name} is a sweep folder: its rounds are compared call for call, without run figures"
+        return None
     files = [
         f for f in expand_inputs([path], [], reexport=reexport) if _readable(f, nsys, reexport)
     ]  # the rows warned of the rest

@@ -55,8 +55,9 @@ def cases() -> dict[str, list[str]]:
         out[f"report-{stem}-gaps-min"] = ["report", export, "--view", "gaps", "--min-gap", "5", "--top", "10"]
         out[f"report-{stem}-filter"] = ["report", export, "--range", "*", "--kernel", "*norm*", "-f", "csv"]
     out["report-layernorm-3impl-folder-per-file"] = ["report", f"{FIXTURES}/layernorm-3impl", "--per-file", "-f", "csv"]
-    out["report-layernorm-3impl-folder"] = ["report", f"{FIXTURES}/layernorm-3impl"]
-    out["report-bad-input-folder"] = ["report", f"{FIXTURES}/bad-input"]
+    out["report-layernorm-3impl-folder"] = ["report", f"{FIXTURES}/layernorm-3impl", "--merge"]  # two captures, as one
+    out["report-layernorm-3impl-runs"] = ["report", f"{FIXTURES}/layernorm-3impl"]  # refused: two runs
+    out["report-bad-input-folder"] = ["report", f"{FIXTURES}/bad-input", "--merge"]
     for sweep in _sweeps():
         name = Path(sweep).name
         out[f"sweep-{name}"] = ["report", sweep]
