@@ -307,16 +307,9 @@ def test_the_page_of_a_run_renders_offline(browser, tmp_path):
     assert "Where each step's time went" in shown and "Utilization over time" in shown and "Top kernels" in shown
 
 
-def test_the_page_of_a_hostile_run_runs_nothing(browser, tmp_path, hostile, listener):
-    page = tmp_path / "run.html"
-    res = runner.invoke(app, ["summary", str(hostile), "--html", str(page)])
-    assert res.exit_code == 0, res.output
-    assert_inert_page(browser, page, listener[1], title="Run: run.sqlite")
-
-
 def test_the_page_of_a_run_of_a_hostile_export_runs_nothing(browser, tmp_path, hostile, listener):
     """``summary --html``: findings, tables and charts of the run, through the same page writer."""
     page = tmp_path / "run.html"
     res = runner.invoke(app, ["summary", str(hostile), "--html", str(page)])
     assert res.exit_code == 0, res.output
-    assert_inert_page(browser, page, listener[1])
+    assert_inert_page(browser, page, listener[1], title="Run: run.sqlite")
