@@ -448,10 +448,12 @@ def summary(
     Exports of several runs (captures that do not overlap in time) get one section per run.
     --html run.html also writes the page of the run."""
     from ..read.inputs import expand_inputs
+    from ..run.report import accounting
     from ..study.summary import summary as compose
 
     window, _ = _window(time_from, time_to, within, skip_first, None)
-    target = _output(output, _read_by(expand_inputs(paths)))
+    files = expand_inputs(paths)
+    target = _output(output, _read_by(files))
     steps = {"step": step, "warmup": warmup, "slow": slow, "flops_per_step": flops_per_step, "peak_tflops": peak_tflops}
     steps = given_options("steps", steps)  # the view's own checks: a peak needs --flops-per-step
     if page is not None:
@@ -459,13 +461,14 @@ def summary(
             raise typer.BadParameter("the page is of the whole run: give no window with it", param_hint="--html")
         if page.suffix.lower() != ".html":
             raise typer.BadParameter("give a .html file", param_hint="--html")
-        page_target = _output(page, _read_by(expand_inputs(paths)))
+        page_target = _output(page, _read_by(files))
     _write(compose(paths, window=window, merge=merge, steps=steps), target)
     if page is not None:
         from ..study.page import write
 
         write(paths, page_target, merge=merge, steps=steps)
         stderr.print(f"Wrote {page}", markup=False)
+    _accounting_notes(accounting(files))
 
 
 def _view_note(view: str, frame, options: dict) -> None:
@@ -479,7 +482,8 @@ def _view_note(view: str, frame, options: dict) -> None:
 
 
 def _accounting_notes(counted: dict) -> None:
-    """One ``Note:`` per export holding GPU operations without a launch row, or cut in time."""
+    """One ``Note:`` per export holding GPU operations without a launch row or a time, bad rows
+    (``read.badrows``), or cut in time."""
     from ..read.accounted import note
 
     for f, counts in counted.items():

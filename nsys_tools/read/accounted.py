@@ -15,20 +15,23 @@ from collections.abc import Callable
 
 import polars as pl
 
-from . import attribute, cache
+from . import attribute, badrows, cache
 from . import frames as events
 from . import schema as S
 
-KEY = "accounting v3"
+KEY = "accounting v4"
+SUMMED = badrows.COLUMNS  # counted per part and summed
 LOST_WORDS = ("lost", "dropped", "discarded", "overflow")  # diagnostics that say records are missing
 
 
 def counts(trace) -> pl.LazyFrame:
     """Per kind of GPU operation in ``trace``: ``ops``, ``unlaunched``, ``first_op_ns`` (of those
     with a start and an end time), ``first_launch_ns`` (the first call that launched one of
-    them), ``untimed`` (those without a time). Counts of any subsets of the operations (with
-    their launch calls) merge into those of all (``merge``)."""
-    ops = trace.gpu_ops(attributed=False, columns=["kind", "global_pid", "correlation_id", "start_ns"])
+    them), ``untimed`` (those without a time), and the bad rows ``read.badrows`` names
+    (``backwards``, left out of the others; ``zero_length``, ``shared_ids``, ``outside``, kept).
+    Counts of any subsets of the operations (with their launch calls) merge into those of all
+    (``merge``); operations that share a correlation id are in one subset (split by launch)."""
+    ops = trace.gpu_ops(attributed=False, columns=["kind", "global_pid", "correlation_id", "start_ns", "end_ns"])
     calls = events.launch_calls(trace.export, ops, names=False)
     timed = (
         attribute.launches(ops, calls)
@@ -42,8 +45,11 @@ def counts(trace) -> pl.LazyFrame:
         .with_columns(pl.col("kind").cast(pl.String))
     )
     untimed = events.untimed(trace.export).group_by("kind").agg(untimed=pl.len().cast(pl.Int64))
-    return timed.join(untimed, on="kind", how="full", coalesce=True).with_columns(
-        pl.col("ops", "unlaunched", "untimed").fill_null(0)
+    backwards = events.backwards(trace.export).group_by("kind").agg(backwards=pl.len().cast(pl.Int64))
+    bad = badrows.counts(ops, badrows.capture(trace.export)).with_columns(pl.col("kind").cast(pl.String))
+    out = timed.join(untimed, on="kind", how="full", coalesce=True).join(backwards, on="kind", how="full", coalesce=True)
+    return out.join(bad, on="kind", how="full", coalesce=True).with_columns(
+        pl.col("ops", "unlaunched", "untimed", *SUMMED).fill_null(0)
     )
 
 
@@ -51,7 +57,7 @@ def merge(parts: pl.DataFrame) -> pl.DataFrame:
     """``counts`` of several parts of one export, as those of the whole."""
     return (
         parts.group_by("kind")
-        .agg(pl.col("ops", "unlaunched", "untimed").sum(), pl.col("first_op_ns", "first_launch_ns").min())
+        .agg(pl.col("ops", "unlaunched", "untimed", *SUMMED).sum(), pl.col("first_op_ns", "first_launch_ns").min())
         .sort("kind")
     )
 
@@ -134,6 +140,7 @@ def note(name: str, counted: pl.DataFrame) -> str | None:
         one = untimed_ops == 1
         listed = ", ".join(untimed[:-1]) + " and " + untimed[-1] if len(untimed) > 1 else untimed[0]
         said.append(f"{listed} {'has' if one else 'have'} no start or end time and {'is' if one else 'are'} not counted")
+    said += badrows.note(rows)
     if cut:
         said.append("the trace looks cut in time: " + " and ".join(cut))
     return f"{name}: {'; '.join(said)}" if said else None

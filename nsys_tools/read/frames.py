@@ -10,10 +10,11 @@ ones come back eager. Times are integer nanoseconds. String ids stay integers he
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import polars as pl
 
+from . import badrows
 from . import schema as S
 from .export import Export
 
@@ -95,22 +96,33 @@ def fields(ex: Export, table: str, known: tuple[S.Field, ...], columns: Iterable
 
 
 def _timed(ex: Export, table: str) -> str:
-    """The filter that leaves out ``table``'s operations without a time: none where the export
-    declares both NOT NULL."""
-    return TIMED if ex.nullable(table, TIMES) else ""
+    """The filter that leaves out ``table``'s operations without a time (where the export lets
+    one be NULL) and those that end before they start (``read.badrows``)."""
+    return f"{TIMED} AND {badrows.KEPT}" if ex.nullable(table, TIMES) else badrows.KEPT
+
+
+def backwards(ex: Export) -> pl.LazyFrame:
+    """One row (its ``kind``) per kernel, memcpy or memset that ends before it starts: those the
+    other frames leave out (``read.badrows``)."""
+    return _kinds(ex, badrows.BACKWARDS, lambda table: True)
 
 
 def untimed(ex: Export) -> pl.LazyFrame:
     """One row (its ``kind``) per kernel, memcpy or memset with no start or end time: those the
     other frames leave out. Read only where the export lets a time be NULL."""
+    return _kinds(ex, UNTIMED, lambda table: ex.nullable(table, TIMES))
+
+
+def _kinds(ex: Export, where: str, read: Callable[[str], bool]) -> pl.LazyFrame:
+    """One row (its ``kind``) per GPU operation matching ``where``, in the tables where ``read``."""
     frames = [
-        ex.select(table, fields(ex, table, known, ["correlation_id"]), UNTIMED).with_columns(kind=pl.lit(kind)).select("kind")
+        ex.select(table, fields(ex, table, known, ["correlation_id"]), where).with_columns(kind=pl.lit(kind)).select("kind")
         for table, known, kind in (
             (S.KERNEL, S.KERNEL_FIELDS, "kernel"),
             (S.MEMCPY, S.MEMCPY_FIELDS, "memcpy"),
             (S.MEMSET, S.MEMSET_FIELDS, "memset"),
         )
-        if ex.has(table) and ex.nullable(table, TIMES)
+        if ex.has(table) and read(table)
     ]
     return pl.concat(frames) if frames else pl.LazyFrame(schema={"kind": pl.String})
 

@@ -53,7 +53,7 @@ import polars as pl
 from .. import views
 from ..read import accounted
 from ..read import schema as S
-from ..read.export import Export, reading
+from ..read.export import Export, read_error, reading
 from ..read.schema import Field
 from ..read.trace import Trace
 from .codes import Codes
@@ -268,5 +268,7 @@ def time_slots(ex: Export) -> tuple[int, int, int]:
     starts = [r for r in spans if r[0] is not None]
     if not starts:
         return 0, 0, 1
+    if not all(isinstance(v, int) for r in starts for v in r[:2]):  # text or REAL times: SQLite orders them apart
+        raise read_error(ex.source, ValueError("invalid column type: GPU operation start times that are not integers"))
     ops = sum(r[2] for r in spans)
     return min(r[0] for r in starts), max(r[1] for r in starts), SLOTS * max(1, -(-ops * 64 // SLICE_BYTES))
