@@ -26,8 +26,10 @@ def scrub(
         typer.Option("--check", help="Write nothing: list what would be removed, and exit 1 if anything identifying is there."),
     ] = False,
 ) -> None:
-    """Remove the profiled process's environment, user and host names, home paths, command lines and
-    credentials from exports, and nothing the analysis reads (kernel, API and NVTX names stay)."""
+    """Remove the profiled process's environment, user and host names, home and shared folders, command
+    lines, credentials, network addresses, e-mail, host names, scheduler, Kubernetes and cloud ids from
+    exports and their schema, and nothing the analysis reads (kernel, API and NVTX names stay; identity
+    found in them is listed). --check runs the same detectors and names each kind it finds."""
     from ..files import shown
     from ..read.scrub import check as check_export
     from ..read.scrub import in_folder

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..errors import BadExport, MissingColumn, MissingTable, NsysNotFound, NsysToolsError, OutputError, UsageError
 from ..files import replaced_atomically
 from .schema import REQUIRED_COLUMNS, STRINGS, Field
+from .sql import ident
 
 if TYPE_CHECKING:
     import polars as pl
@@ -328,7 +329,7 @@ class Export:
     def rows(self, table: str) -> int:
         """An upper bound on the rows of ``table`` (its largest rowid), without a scan."""
         with reading(self.source), self.connect() as con:
-            return con.execute(f"SELECT coalesce(max(rowid), 0) FROM {table}").fetchone()[0]
+            return con.execute(f"SELECT coalesce(max(rowid), 0) FROM {ident(table)}").fetchone()[0]
 
     def windows(self, tables: Iterable[str], rows: int) -> list[Export]:
         """This export as n windows (``window`` = (k, n)), n chosen so that no window holds more
@@ -420,16 +421,16 @@ class Export:
             dtype = dtypes[fld.dtype]
             if fld.expr:
                 if all(s in present for s in fld.sources):
-                    cols.append(f'{fld.expr} AS "{fld.name}"')
+                    cols.append(f"{fld.expr} AS {ident(fld.name)}")
             else:
                 src = next((s for s in fld.sources if s in present), None)
                 if src:
-                    cols.append(f'"{src}" AS "{fld.name}"')
+                    cols.append(f"{ident(src)} AS {ident(fld.name)}")
                     dtype = dtype or _declared_dtype(self.declared.get((table, src), ""))
             schema[fld.name] = dtype
         if self.probe:
             where = f"({where}) AND 0" if where else "0"
-        return f"SELECT {', '.join(cols) or 'rowid'} FROM {table}" + (f" WHERE ({where})" if where else ""), schema
+        return f"SELECT {', '.join(cols) or 'rowid'} FROM {ident(table)}" + (f" WHERE ({where})" if where else ""), schema
 
     def select(self, table: str, fields: Iterable[Field], where: str = "", *, lookup: bool = False):
         """Read ``fields`` of ``table`` as a LazyFrame; ``where`` is an optional SQL filter.

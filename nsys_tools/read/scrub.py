@@ -16,7 +16,13 @@ which tables a version writes), and in each text value:
 * the user and host names found in the export (environment, export metadata, system
   information, home folders) become ``<user>`` and ``<host>`` wherever they stand as words;
 * the folder nsys was installed in becomes ``<nsys>``;
-* a process name that is a command line (a path, or arguments) becomes its program's name.
+* a process name that is a command line (a path, or arguments) becomes its program's name;
+* identity by kind (``read.identity``): network addresses, e-mail, host names with a domain,
+  scheduler, Kubernetes and cloud ids, tokens and keys, each a pseudonym stable within the file
+  or ``[scrubbed]``; ``/data``, ``/mnt`` and ``/scratch`` folders become ``/data/user`` and the
+  like; the export's own file name becomes ``report.*``;
+* the schema: triggers go before any row changes, and table, column, view and index names and
+  view SQL are scrubbed like text.
 
 Rows that only carry identity go: environment rows and the host, user and command-line rows of
 ``META_DATA_CAPTURE``, ``TARGET_INFO_SYSTEM_ENV`` and the export metadata (whose paths are cut
@@ -47,6 +53,7 @@ from ..files import output_error, replaced_atomically, writing
 from . import cache, identity
 from . import schema as S
 from .export import REPORT_SUFFIXES, SCRUBBED_TABLE, check_sqlite, reading
+from .sql import ident
 
 PLACEHOLDER = identity.PLACEHOLDER
 USER, HOST, NSYS = "<user>", "<host>", "<nsys>"
@@ -174,14 +181,10 @@ def masked(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _tables(con: sqlite3.Connection) -> dict[str, list[tuple[str, str]]]:
     """Every table's columns with their declared types."""
     names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
-    out = {t: [(r[1], (r[2] or "").upper()) for r in con.execute(f"PRAGMA table_info({_q(_sql_name(t))})")] for t in names}
+    out = {t: [(r[1], (r[2] or "").upper()) for r in con.execute(f"PRAGMA table_info({ident(_sql_name(t))})")] for t in names}
     for columns in out.values():
         for column, _ in columns:
             _sql_name(column)
@@ -324,7 +327,7 @@ def _identity(con: sqlite3.Connection, tables: dict[str, list[tuple[str, str]]])
     def values(table: str, where: str, params: tuple = ()) -> list[str]:
         if table not in tables:
             return []
-        rows = con.execute(f"SELECT value FROM {_q(table)} WHERE {where}", params).fetchall()
+        rows = con.execute(f"SELECT value FROM {ident(table)} WHERE {where}", params).fetchall()
         return [v for (v,) in rows if isinstance(v, str) and v]
 
     envs = values(S.STRINGS, "value LIKE '%=%'") + values("META_DATA_CAPTURE", "name LIKE '%ENVIRONMENT%'")
@@ -343,16 +346,16 @@ def _identity(con: sqlite3.Connection, tables: dict[str, list[tuple[str, str]]])
     parts = ("/home/", "Users", "/global/", "scratch/", "/work/", "/gpfs/", "/lus", "~", "user", "USER", "login")
     for table, columns in tables.items():
         for column in _value_columns(con, table, columns):
-            col = _q(column)
+            col = ident(column)
             like = " OR ".join(f"CAST({col} AS TEXT) LIKE '%{part}%'" for part in parts)
-            rows = con.execute(f"SELECT DISTINCT {col} FROM {_q(table)} WHERE typeof({col}) IN ('text', 'blob') AND ({like})")
+            rows = con.execute(f"SELECT DISTINCT {col} FROM {ident(table)} WHERE typeof({col}) IN ('text', 'blob') AND ({like})")
             for (value,) in rows:
                 text = _as_text(value)
                 users |= {a or b for a, b in HOME_USER.findall(text)} - {"user"}
                 users |= {_site_user(m) for m in SITE_PATHS.finditer(text)}
                 users |= {m.group(2) for m in USER_LABEL.finditer(text)} | set(TILDE_USER.findall(text))
             if "uuid" in column.lower():
-                found = con.execute(f"SELECT DISTINCT {col} FROM {_q(table)} WHERE typeof({col}) = 'text'").fetchall()
+                found = con.execute(f"SELECT DISTINCT {col} FROM {ident(table)} WHERE typeof({col}) = 'text'").fetchall()
                 uuids |= {m.group(2) for (v,) in found for m in UUID.finditer(v)}
     install = values(S.SYSTEM_ENV, "name = 'TargetInstallDir'")
     return _Identity(users - {"user"}, hosts, os.path.dirname(install[0].rstrip("/")) if install else "", uuids)
@@ -372,8 +375,8 @@ def _value_columns(con: sqlite3.Connection, table: str, columns: list[tuple[str,
         if column in _text_columns([(column, declared)]):
             out.append(column)
             continue
-        col = _q(column)
-        if con.execute(f"SELECT 1 FROM {_q(table)} WHERE typeof({col}) IN ('text', 'blob') LIMIT 1").fetchone():
+        col = ident(column)
+        if con.execute(f"SELECT 1 FROM {ident(table)} WHERE typeof({col}) IN ('text', 'blob') LIMIT 1").fetchone():
             out.append(column)
     return out
 
@@ -383,7 +386,7 @@ def _protected(con: sqlite3.Connection, tables: dict[str, list[tuple[str, str]]]
     ids: set[int] = set()
     for table, column in S.ANALYSIS_STRING_IDS:
         if column in {c for c, _ in tables.get(table, ())}:
-            ids |= {v for (v,) in con.execute(f"SELECT DISTINCT {_q(column)} FROM {_q(table)}") if isinstance(v, int)}
+            ids |= {v for (v,) in con.execute(f"SELECT DISTINCT {ident(column)} FROM {ident(table)}") if isinstance(v, int)}
     return ids
 
 
@@ -395,9 +398,9 @@ def _name_rows(
     if not {"name", "value"} <= {c for c, _ in tables.get(table, ())}:
         return
     where = "(" + " OR ".join("name LIKE ?" for _ in patterns) + ")" + (" AND value != ''" if blank else "")
-    for rowid, name in con.execute(f"SELECT rowid, name FROM {_q(table)} WHERE {where}", patterns).fetchall():
+    for rowid, name in con.execute(f"SELECT rowid, name FROM {ident(table)} WHERE {where}", patterns).fetchall():
         con.execute(
-            f"UPDATE {_q(table)} SET value = '' WHERE rowid = ?" if blank else f"DELETE FROM {_q(table)} WHERE rowid = ?",
+            f"UPDATE {ident(table)} SET value = '' WHERE rowid = ?" if blank else f"DELETE FROM {ident(table)} WHERE rowid = ?",
             (rowid,),
         )
         report.note(label, f"{table} {name}", "value removed")
@@ -454,8 +457,8 @@ def _walk(con: sqlite3.Connection, report: ScrubReport, tables, who: _Identity, 
                         con.execute(f"UPDATE {S.STRINGS} SET value = CAST(? AS TEXT) WHERE id = ?", (_bind(done[0]), sid))
                         report.note_kinds(done[1], where, value)
                 continue
-            col = _q(column)
-            rows = con.execute(f"SELECT DISTINCT {col} FROM {_q(table)} WHERE typeof({col}) IN ('text', 'blob')").fetchall()
+            col = ident(column)
+            rows = con.execute(f"SELECT DISTINCT {col} FROM {ident(table)} WHERE typeof({col}) IN ('text', 'blob')").fetchall()
             for (value,) in rows:
                 blob = isinstance(value, bytes)
                 text = _as_text(value)
@@ -466,10 +469,10 @@ def _walk(con: sqlite3.Connection, report: ScrubReport, tables, who: _Identity, 
                 if done := who.clean(text):
                     if blob:
                         new, match = done[0].encode("latin-1", "replace"), "?"
-                        sql = f"UPDATE {_q(table)} SET {col} = ? WHERE {col} = {match}"
+                        sql = f"UPDATE {ident(table)} SET {col} = ? WHERE {col} = {match}"
                         n = con.execute(sql, (new, value)).rowcount
                     else:
-                        sql = f"UPDATE {_q(table)} SET {col} = CAST(? AS TEXT) WHERE {col} = CAST(? AS TEXT)"
+                        sql = f"UPDATE {ident(table)} SET {col} = CAST(? AS TEXT) WHERE {col} = CAST(? AS TEXT)"
                         n = con.execute(sql, (_bind(done[0]), _bind(value))).rowcount
                     report.note_kinds([k + (" (in BLOBs)" if blob else "") for k in done[1]], where, text, max(n, 1))
 
@@ -495,9 +498,9 @@ def _process_list(con: sqlite3.Connection, report: ScrubReport, tables) -> None:
         if table in ("PROCESSES", "ThreadNames"):
             continue
         if "globalPid" in names:
-            sources.append(f"SELECT globalPid AS pid FROM {_q(table)}")
+            sources.append(f"SELECT globalPid AS pid FROM {ident(table)}")
         if "globalTid" in names:
-            sources.append(f"SELECT globalTid - (globalTid % 16777216) AS pid FROM {_q(table)}")
+            sources.append(f"SELECT globalTid - (globalTid % 16777216) AS pid FROM {ident(table)}")
     con.execute("CREATE TEMP TABLE _active (pid INTEGER PRIMARY KEY)")
     for sql in sources:
         con.execute(f"INSERT OR IGNORE INTO _active SELECT pid FROM ({sql}) WHERE pid IS NOT NULL")
@@ -512,7 +515,7 @@ def _process_list(con: sqlite3.Connection, report: ScrubReport, tables) -> None:
 def _triggers(con: sqlite3.Connection, report: ScrubReport) -> None:
     """Triggers go before the first row changes: nsys writes none, and one would run inside scrub."""
     for name, sql in con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall():
-        con.execute(f"DROP TRIGGER IF EXISTS {_q(_sql_name(name))}")
+        con.execute(f"DROP TRIGGER IF EXISTS {ident(_sql_name(name))}")
         report.note("triggers", f"schema: trigger {name}", sql)
 
 
@@ -540,14 +543,16 @@ def _schema(con: sqlite3.Connection, report: ScrubReport, who: _Identity) -> Non
     longer compiles."""
     master = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
     for (table,) in con.execute(master).fetchall():
-        for column in [r[1] for r in con.execute(f"PRAGMA table_info({_q(_sql_name(table))})")]:
+        for column in [r[1] for r in con.execute(f"PRAGMA table_info({ident(_sql_name(table))})")]:
             new, kinds = _schema_text(who, column)
             if kinds:
-                con.execute(f"ALTER TABLE {_q(table)} RENAME COLUMN {_q(column)} TO {_q(_unused_column(con, table, new))}")
+                con.execute(
+                    f"ALTER TABLE {ident(table)} RENAME COLUMN {ident(column)} TO {ident(_unused_column(con, table, new))}"
+                )
                 report.note_kinds(kinds, f"schema: column name of {table}", column)
         new, kinds = _schema_text(who, table)
         if kinds:
-            con.execute(f"ALTER TABLE {_q(table)} RENAME TO {_q(_unused(con, new))}")
+            con.execute(f"ALTER TABLE {ident(table)} RENAME TO {ident(_unused(con, new))}")
             report.note_kinds(kinds, "schema: table name", table)
     rows = con.execute("SELECT type, name, sql FROM sqlite_master WHERE type IN ('view', 'index') AND sql IS NOT NULL")
     for kind, name, sql in rows.fetchall():
@@ -556,11 +561,11 @@ def _schema(con: sqlite3.Connection, report: ScrubReport, who: _Identity) -> Non
         body, sql_kinds = _schema_text(who, sql[header.end() :] if header else sql)
         if not name_kinds and not sql_kinds:
             continue
-        con.execute(f"DROP {kind.upper()} {_q(name)}")
+        con.execute(f"DROP {kind.upper()} {ident(name)}")
         report.note_kinds([*name_kinds, *sql_kinds], f"schema: {kind} {'name and ' if name_kinds else ''}SQL", sql)
         if header:
             try:
-                con.execute(f"{sql[: header.start('name')]}{_q(_unused(con, new_name))}{body}")
+                con.execute(f"{sql[: header.start('name')]}{ident(_unused(con, new_name))}{body}")
                 continue
             except sqlite3.Error:
                 pass
@@ -578,7 +583,7 @@ def _unused(con: sqlite3.Connection, name: str) -> str:
 
 
 def _unused_column(con: sqlite3.Connection, table: str, name: str) -> str:
-    taken = {r[1].lower() for r in con.execute(f"PRAGMA table_info({_q(table)})")}
+    taken = {r[1].lower() for r in con.execute(f"PRAGMA table_info({ident(table)})")}
     out, k = name, 1
     while out.lower() in taken:
         k += 1

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..files import replaced_atomically
 from ..read import schema as S
 from ..read.export import check_sqlite
+from ..read.sql import ident
 
 # Tables copied, and which of their columns hold times and correlation ids.
 REPLICATED = {
@@ -49,18 +50,18 @@ def _append_copies(path: Path, copies: int) -> dict[str, int]:
     )
     counts = {}
     for table, (start, end, correlation) in present.items():
-        cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+        cols = [r[0] for r in con.execute("SELECT name FROM pragma_table_info(?)", (table,))]
         shifted = []
         for c in cols:
             if c in (start, end):
-                shifted.append(f'"{c}" + k.n * {span}')
+                shifted.append(f"{ident(c)} + k.n * {span}")
             elif c == correlation:
-                shifted.append(f'"{c}" + k.n * {corr}')
+                shifted.append(f"{ident(c)} + k.n * {corr}")
             else:
-                shifted.append(f'"{c}"')
+                shifted.append(ident(c))
         keep = f" AND eventType != {S.NVTX_DOMAIN_CREATE}" if table == S.NVTX else ""
         n0 = con.execute(f"SELECT coalesce(max(rowid), 0) FROM {table}").fetchone()[0]
-        names = ", ".join(f'"{c}"' for c in cols)
+        names = ", ".join(ident(c) for c in cols)
         con.execute(
             f"WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < {copies}) "
             f"INSERT INTO {table} ({names}) SELECT {', '.join(shifted)} "
