@@ -361,13 +361,23 @@ class Export:
 
         from . import cache
 
+        def column(df: pl.DataFrame, c: str, t) -> pl.Expr:
+            if c not in df.columns:
+                return pl.lit(None, t).alias(c)
+            if t is None:
+                return pl.col(c)
+            if t == pl.Int64 and (df.schema[c].is_float() or df.schema[c] == pl.String):  # never truncated nor parsed
+                raise BadExport(
+                    self.source,
+                    f"holds values of unexpected types ({c}: {df.schema[c]} values where integers belong)",
+                    "is it an unmodified Nsight Systems export?",
+                )
+            return pl.col(c).cast(t)
+
         def read() -> pl.DataFrame:
             with reading(self.source):
                 df = self._read_sql(sql)
-                return df.select(
-                    (pl.col(c) if t is None else pl.col(c).cast(t)) if c in df.columns else pl.lit(None, t).alias(c)
-                    for c, t in schema.items()
-                )
+                return df.select(column(df, c, t) for c, t in schema.items())
 
         if self.probe and all(t is not None for t in schema.values()):  # no row to read: no query either
             return pl.DataFrame(schema=schema)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass
 
+from ..read import badrows
 from ..read.export import Export, reading
 
 COMMON = {
@@ -108,12 +109,13 @@ def limit(rows: int) -> str:
 
 
 def gpu_ops(export: Export, within: Scope) -> str | None:
-    """The SQL of every timed GPU operation (kernels, copies, sets; ``start > 0``) as ``start,
+    """The SQL of every timed GPU operation (kernels, copies, sets; ``start > 0``; none that ends
+    before it starts, as everywhere: ``read.badrows``) as ``start,
     end, pid, globalId, deviceId, contextId``, with the profiler's CUDA overhead inside each
     (process, device)'s span added as operations of that device; None without any of the tables."""
     parts = [
         f"SELECT o.start, o.end, (o.globalPid >> 24) & 16777215 AS pid, o.globalPid AS globalId, o.deviceId, o.contextId "
-        f"FROM {table} AS o WHERE o.start > 0 AND {within.where('o', 'globalPid')}"
+        f"FROM {table} AS o WHERE o.start > 0 AND {badrows.KEPT} AND {within.where('o', 'globalPid')}"
         for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
         if export.has(table)
     ]

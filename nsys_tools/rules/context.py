@@ -9,6 +9,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ..read import badrows
 from ..read.export import Export, open_export
 from . import analyze
 
@@ -37,7 +38,11 @@ class Run:
         """The first start and the last end of any CUDA call or GPU operation, over the exports."""
         lo, hi = None, None
         for ex in self.exports:
-            parts = [f"SELECT min(start) AS a, max(end) AS b FROM {t} WHERE start > 0" for t in SPAN_TABLES if ex.has(t)]
+            parts = [
+                f"SELECT min(start) AS a, max(end) AS b FROM {t} WHERE start > 0 AND {badrows.KEPT}"
+                for t in SPAN_TABLES
+                if ex.has(t)
+            ]
             if not parts:
                 continue
             a, b = analyze.fetch(ex, f"SELECT min(a), max(b) FROM ({' UNION ALL '.join(parts)})")[0]
