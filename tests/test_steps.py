@@ -229,3 +229,34 @@ def test_idle_by_cause_equals_sql_per_step(tmp_path):
                 for cause in ("host", "sync", "memory"):
                     want = sum(max(0, min(e, b) - max(s, a)) for s, e, c in gaps if c == cause)
                     assert row[f"idle_{cause}_ns"] == want, (pid, row["step"], cause)
+
+
+def one_rank(source: Path, into: Path, drop_pid: int, shift_ns: int) -> Path:
+    """``source`` without process ``drop_pid``'s rows, its times counted from a session that
+    started ``shift_ns`` later (every time ``shift_ns`` smaller, the wall-clock start that much later):
+    the export one rank of the run would have written on its own."""
+    shutil.copyfile(source, into)
+    con = sqlite3.connect(into)
+    with con:
+        tables = [t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for table in tables:
+            columns = {c[1] for c in con.execute(f'PRAGMA table_info("{table}")')}
+            for ids in ("globalTid", "globalPid"):
+                if ids in columns:
+                    con.execute(f'DELETE FROM "{table}" WHERE ({ids} >> 24) & 16777215 = ?', (drop_pid,))
+            if {"start", "end"} <= columns:
+                con.execute(f'UPDATE "{table}" SET start = start - ?1, end = end - ?1', (shift_ns,))
+        con.execute("UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + ?", (shift_ns,))
+    con.close()
+    return into
+
+
+def test_ranks_in_exports_of_their_own_skew_on_the_wall_clock(tmp_path):
+    """The two-GPU capture split into one export per rank, the second rank's session started 1 s
+    later: the same steps, figures and skew as the one export."""
+    whole = view_table([MULTI], "steps")
+    split = [one_rank(MULTI, tmp_path / "r0.sqlite", 1427, 0), one_rank(MULTI, tmp_path / "r1.sqlite", 1426, 1_000_000_000)]
+    parts = view_table(split, "steps")
+    same = ["pid", "gpu_id", "step", "phase", "duration_ns", "busy_ns", "compute_ns", "idle_host_ns", "skew_ns", "slow"]
+    assert parts.select(same).rows() == whole.select(same).rows()
+    assert parts.filter(parts["pid"] == 1426)["start_ns"].to_list() == whole.filter(whole["pid"] == 1426)["start_ns"].to_list()

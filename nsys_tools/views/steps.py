@@ -20,7 +20,8 @@ each idle interval as ``idle`` finds it (``idle_host_ns``, ``idle_sync_ns``, ``i
 ``idle_other_ns`` the rest, with the time before the device's first operation and after its
 last); ``host_blocked_ns``, the time the rank's threads spent in blocking calls
 (synchronizations, synchronous copies and sets), summed over threads. ``skew_ns``: how much later
-the step started than the earliest rank's step of that number.
+the step started than the earliest rank's step of that number, on the wall clock (exports of
+separate ranks each count time from their own session's start).
 
 **Phases.** ``warmup``: the leading steps that took more than ``warmup`` times (1.5) the rank's
 median step; the rest are ``steady``; a steady step taking more than ``slow`` times (1.15) the
@@ -255,7 +256,8 @@ def read(trace, by: Sequence[str], *, step: str = "") -> pl.LazyFrame:
     )
     windows = pl.concat([setup, steps]).sort("pid", "start_ns").with_row_index("w").with_columns(pl.col("w").cast(pl.Int64))
     windows = windows.rename({"start_ns": "a", "end_ns": "b"})
-    return figures(ops, calls, windows).lazy()
+    clock = trace.session().get("start_utc_ns")  # ranks in exports of their own share the wall clock, not the time base
+    return figures(ops, calls, windows).with_columns(clock_ns=pl.lit(clock if isinstance(clock, int) else 0, pl.Int64)).lazy()
 
 
 def inside(steps: pl.DataFrame, window) -> pl.DataFrame:
@@ -365,10 +367,10 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
         phase=pl.when(~counted).then(pl.lit("setup")).when(leading).then(pl.lit("warmup")).otherwise(pl.lit("steady"))
     )
     steady = pl.col("duration_ns").filter(pl.col("phase") == "steady").median().over(rank)
-    first = pl.col("start_ns").min().over([*lead, "step"])
+    wall = pl.col("start_ns") + pl.col("clock_ns")
     per_rank = per_rank.with_columns(
         slow=(pl.col("phase") == "steady") & (pl.col("duration_ns") > pl.col("slow_x") * steady),
-        skew_ns=pl.when(counted).then(pl.col("start_ns") - first),
+        skew_ns=pl.when(counted).then(wall - wall.min().over([*lead, "step"])),
     ).select(*rank, "step", "phase", "slow", "skew_ns")
     tflops = pl.when(pl.col("step") > 0).then(pl.col("flops") / pl.col("duration_ns") / 1e3)
     return (
