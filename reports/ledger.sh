@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 L=reports/ledger.sqlite
 rm -f "$L"
-nsys-tools ledger add reports/sweeps/* --ledger "$L"
+nsys-tools ledger add reports/sweeps/*.tar.xz --ledger "$L"
 V=20261129-183534-variants
 reject() { nsys-tools ledger reject --ledger "$L" "$@"; }
 reject ours_nc --sweep $V --metric "35.20 µs at 4096x4096 vs ours 34.50; 15.33 vs 15.01 at 8192x768" \
