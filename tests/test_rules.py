@@ -60,7 +60,7 @@ def test_every_rule_is_one_file_that_declares_itself():
     beyond = {n for n, r in REGISTRY.items() if not r.twin}
     assert beyond == {
         "setup", "slow_steps", "copies", "sync_every_step", "launch_bound", "exposed_nccl", "straggler", "step_variance",
-        "slow_sibling",
+        "slow_sibling", "slow_calls",
     }  # fmt: skip
 
 
@@ -224,8 +224,7 @@ def stretched(source: Path, into: Path, kernel_start: int, by_ns: int) -> Path:
         for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                       "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"):  # fmt: skip
             con.execute(f"UPDATE {table} SET start = start + ?1 WHERE start >= ?2", (by_ns, end))
-            con.execute(f"UPDATE {table} SET end = end + ?1 WHERE end >= ?2", (by_ns, end))
-        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = end + ? WHERE start = ?", (by_ns, kernel_start))
+            con.execute(f"UPDATE {table} SET end = end + ?1 WHERE end >= ?2", (by_ns, end))  # the kernel's own end too
     con.close()
     return into
 
@@ -252,3 +251,21 @@ def test_every_rules_rows_write_as_csv():
         assert res.exit_code == 0, (name, res.output)
     launch = CliRunner().invoke(app, ["diagnose", str(MULTI), "--rule", "launch_bound", "--format", "csv"])
     assert launch.stdout.splitlines()[1].startswith("1426,0,2 3 4,")  # the steady steps, one cell
+
+
+def test_slow_calls_finds_the_one_slowed_call_of_a_kernel(torch_a, tmp_path):
+    """The same GEMM call made 5 ms longer: the one call of that kernel and launch shape beyond
+    3x its siblings' median (from SQL), and nothing on the capture as it was."""
+    assert diagnose(Run([torch_a]), ["slow_calls"]) == []
+    export = stretched(torch_a, tmp_path / "slow-gemm.sqlite", 36039712, 5_000_000)
+    (found,) = diagnose(Run([export]), ["slow_calls"])
+    same = sql(
+        export,
+        "SELECT k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_KERNEL o"
+        " ON o.start = 36039712 AND k.demangledName = o.demangledName AND k.gridX = o.gridX AND k.gridY = o.gridY"
+        " AND k.gridZ = o.gridZ AND k.blockX = o.blockX AND k.blockY = o.blockY AND k.blockZ = o.blockZ",
+    )
+    durations = sorted(d for (d,) in same)
+    median = statistics.median(durations)
+    assert found.time_ns == int(durations[-1] - median) and found.start_ns == 36039712
+    assert found.title.startswith(f"1 call of {found.kernel} (grid ") and len(durations) == 48
