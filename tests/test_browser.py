@@ -195,7 +195,7 @@ def payloads(port: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory, listener):
-    """The two-GPU export with every kernel name and NVTX range text replaced by a payload."""
+    """The two-GPU export with a payload after every kernel name and NVTX range text."""
     port, _ = listener
     path = tmp_path_factory.mktemp("hostile") / "run.sqlite"
     shutil.copyfile(MULTI, path)
@@ -206,11 +206,12 @@ def hostile(tmp_path_factory, listener):
             "SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL UNION SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL"
             " UNION SELECT mangledName FROM CUPTI_ACTIVITY_KIND_KERNEL"
         ).fetchall()
+        # Each name keeps its start, so that what goes by names (NCCL kernels, step ranges) still finds them.
         for k, (sid,) in enumerate(ids):
-            con.execute("UPDATE StringIds SET value = ? WHERE id = ?", (f"{texts[k % len(texts)]} k{k}", sid))
+            con.execute("UPDATE StringIds SET value = value || ? WHERE id = ?", (f" {texts[k % len(texts)]} k{k}", sid))
         rows = con.execute("SELECT rowid FROM NVTX_EVENTS WHERE text IS NOT NULL").fetchall()
         for k, (rowid,) in enumerate(rows):
-            con.execute("UPDATE NVTX_EVENTS SET text = ? WHERE rowid = ?", (f"{texts[k % len(texts)]} r{k}", rowid))
+            con.execute("UPDATE NVTX_EVENTS SET text = text || ? WHERE rowid = ?", (f" {texts[k % len(texts)]} r{k}", rowid))
     con.close()
     return path
 
