@@ -99,8 +99,8 @@ def test_a_cache_folder_someone_else_could_write_is_not_used(tmp_path, cached, h
     entry, forged = _forged(cached, path, other)
     shutil.copyfile(forged, entry)
     assert kernel_summary([path]).height != first.height  # the forged entry would be used as it is...
-    if how == "other mode":
-        cached.chmod(0o755)
+    if how == "other mode":  # others may write into it
+        cached.chmod(0o773)
     elif how == "other owner":  # as another user sees this user's folder (no root needed to change owners)
         monkeypatch.setattr(os, "geteuid", lambda: os.stat(cached).st_uid + 4242)
     else:
@@ -109,6 +109,16 @@ def test_a_cache_folder_someone_else_could_write_is_not_used(tmp_path, cached, h
         cached.symlink_to(real)
     assert_frame_equal(kernel_summary([path]), first)  # ...but not from such a folder
     assert not any(p.name.endswith(".parquet") for p in tmp_path.iterdir())
+
+
+def test_a_cache_folder_only_this_user_can_write_is_closed_to_0700(tmp_path, cached):
+    """Another tool (Inductor, under ~/.cache/nsys-tools/inductor) may make the folder 0755 first."""
+    path = tmp_path / "run.sqlite"
+    shutil.copyfile(SRC, path)
+    cached.mkdir(parents=True)
+    cached.chmod(0o755)
+    kernel_summary([path])
+    assert cached.stat().st_mode & 0o777 == 0o700 and len(cache.entries(path)) == 1
 
 
 def test_links_planted_in_the_cache_are_not_followed(tmp_path, cached):

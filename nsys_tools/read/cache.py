@@ -7,7 +7,8 @@ export: reading an export writes nothing in its folder, and whoever owns that fo
 plant entries.
 
 The folder is used only when it is a real folder (not a link) owned by this user with mode
-0700; it is made so when missing. Anything else there (another owner, a wider mode, a link)
+0700; it is made so when missing, and closed to 0700 when it is this user's and no one else
+may write to it. Anything else there (another owner, a folder others may write to, a link)
 means no cache, and the reports are the same. An entry's name is a hash of the export's real
 path, of its **fingerprint** and of the query: size, modification time, inode, status-change
 time, and a content hash of the SQLite header (which holds the page count and the change
@@ -49,13 +50,20 @@ def root() -> Path:
 
 
 def folder() -> Path | None:
-    """The cache folder when it may be used (made here, mode 0700, when missing), else None."""
+    """The cache folder when it may be used (made here, mode 0700, when missing), else None. A
+    folder of this user that no one else may write to (another tool made it 0755: Inductor's
+    kernels go to ``~/.cache/nsys-tools/inductor``) is closed to 0700 first; one that others may
+    write to, or that is not this user's, or is a link, is never used."""
     where = root()
     try:
         if not os.path.lexists(where):
             where.parent.mkdir(parents=True, exist_ok=True)
             os.mkdir(where, MODE)
         st = os.lstat(where)
+        mine = stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+        if mine and stat.S_IMODE(st.st_mode) != MODE:
+            os.chmod(where, MODE, follow_symlinks=False)
+            st = os.lstat(where)
     except OSError:
         return None
     mine = stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == MODE
