@@ -1,7 +1,7 @@
 """Whether a sweep's medians depend on the position an implementation ran at in its round
 (``nsys_tools.study.order``), one table per sweep folder.
 
-    python3 probes/order_positions.py reports/sweeps/20261202-* > reports/probes/order-positions.md
+    python3 probes/order_positions.py reports/sweeps/20261202-*.tar.xz > reports/probes/order-positions.md
 """
 
 from __future__ import annotations
