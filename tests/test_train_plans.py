@@ -83,3 +83,19 @@ def test_explicit_forward_plans_are_named_exactly():
         with pytest.raises(Exception, match="no implementation|not a forward plan"):
             OP.impl(bad)
     assert forward_plan(5, 4096, "bf16", True, named="fwd_t256_r1_p1_g8").grid == 5  # fewer rows than blocks
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096), (24576, 896), (1000, 1537), (30000, 1030), (1024, 16384), (128, 512)])
+def test_exploration_candidates_are_plans_that_hold_the_row(shape):
+    from nsys_tools.capture.explore import forward_candidates
+
+    m, n = shape
+    vector = n % 8 == 0
+    names = forward_candidates(m, n)
+    assert names and len(names) == len(set(names))
+    for name in names:
+        plan = forward_plan(m, n, "bf16", vector, named=name)  # raises if the plan cannot hold the row
+        tpr = int(plan.kernel.split(",")[1])
+        assert tpr == 32 or tpr // 2 * (8 if vector else 1) < n  # no plan leaves half its threads idle
+        assert name.endswith("_c") or "_c_g" in name
+        assert ("_f" in name) == (n * 2 <= 8192)
