@@ -129,3 +129,24 @@ def test_nvtx_filter_errors_name_the_range():
     assert res.exit_code == 2 and "no NVTX range 'nosuch'" in res.output
     both = runner.invoke(app, ["diagnose", str(export), "--rule", "cuda_api_sync:nvtx=data:process=1426", "-f", "csv"])
     assert both.exit_code == 2 and "nvtx cannot go with process or thread" in both.output
+
+
+def test_exports_without_newer_columns_are_read(tmp_path):
+    """An export of an nsys older than these columns (greenContextId, srcDeviceId, dstDeviceId,
+    memKind dropped from the copy and set tables): the same rows, those cells empty or unfiltered."""
+    import shutil
+    import sqlite3
+
+    old = shutil.copyfile(_derived("sync-copies", tmp_path), tmp_path / "old.sqlite")
+    con = sqlite3.connect(old)
+    for table, columns in (("CUPTI_ACTIVITY_KIND_MEMCPY", ("greenContextId", "srcDeviceId", "dstDeviceId")),
+                           ("CUPTI_ACTIVITY_KIND_MEMSET", ("greenContextId",))):  # fmt: skip
+        for c in columns:
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {c}")
+    con.commit()
+    con.close()
+    run = Run([old])
+    for name in ("cuda_memcpy_sync", "cuda_memset_sync"):
+        module = REGISTRY[name].load()
+        reference = (FIXTURES / "sync-copies" / "analyze" / f"{name}.csv").read_text()
+        assert analyze.csv_text(module.COLUMNS, module.select(run.exports[0])) == reference, name

@@ -98,6 +98,11 @@ def scope(export: Export, start: int | None = None, end: int | None = None, nvtx
     )
 
 
+def column(export: Export, table: str, alias: str, name: str) -> str:
+    """``alias.name`` where ``table`` has that column, else ``NULL`` (exports of other nsys versions lack some)."""
+    return f"{alias}.{name}" if name in export.tables.get(table, ()) else "NULL"
+
+
 def fetch(export: Export, sql: str, params: Sequence = ()) -> list[tuple]:
     with reading(export.source), closing(export.connect()) as con:
         con.text_factory = lambda raw: raw.decode("utf-8", "replace")

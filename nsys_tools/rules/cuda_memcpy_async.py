@@ -28,27 +28,34 @@ COLUMNS = (
 ADVICE = "Copy from pinned memory (pin_memory=True, cudaHostAlloc): a pageable source makes the async copy block the host."
 
 
-def copies(export, condition: str, api: str, *, rows=-1, start=None, end=None, nvtx=None) -> list[tuple]:
-    """The copies meeting ``condition`` (on ``m``) whose launch call's name meets ``api`` (on
+def copies(export, condition, api: str, *, rows=-1, start=None, end=None, nvtx=None) -> list[tuple]:
+    """The copies meeting ``condition`` (a function of the copy table's optional columns, each
+    ``m.<name>`` or ``NULL``: ``column``) whose launch call's name meets ``api`` (on
     ``s.value``), in ``COLUMNS``'s order, longest first; ties in order of the call, then the copy."""
     if not all(export.has(t) for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME", "ENUM_CUDA_MEM_KIND")):
         return []
-    green = "NULLIF(m.greenContextId, 0)" if "greenContextId" in export.tables["CUPTI_ACTIVITY_KIND_MEMCPY"] else "NULL"
+    optional = ("greenContextId", "srcKind", "dstKind", "srcDeviceId", "dstDeviceId")
+    m = {c: A.column(export, "CUPTI_ACTIVITY_KIND_MEMCPY", "m", c) for c in optional}
     sql = f"""
         SELECT m.end - m.start AS duration, m.start, sk.label, dk.label, m.bytes, (m.globalPid >> 24) & 16777215,
-               m.deviceId, m.contextId, {green}, m.streamId, s.value
+               m.deviceId, m.contextId, NULLIF({m["greenContextId"]}, 0), m.streamId, s.value
         FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
         JOIN StringIds AS s ON s.id = r.nameId
         JOIN CUPTI_ACTIVITY_KIND_MEMCPY AS m ON m.correlationId = r.correlationId
-        LEFT JOIN ENUM_CUDA_MEM_KIND AS sk ON sk.id = m.srcKind
-        LEFT JOIN ENUM_CUDA_MEM_KIND AS dk ON dk.id = m.dstKind
-        WHERE ({api}) AND ({condition}) AND {A.scope(export, start, end, nvtx).where("m", "globalPid")}
+        LEFT JOIN ENUM_CUDA_MEM_KIND AS sk ON sk.id = {m["srcKind"]}
+        LEFT JOIN ENUM_CUDA_MEM_KIND AS dk ON dk.id = {m["dstKind"]}
+        WHERE ({api}) AND ({condition(m)}) AND {A.scope(export, start, end, nvtx).where("m", "globalPid")}
         ORDER BY duration DESC, r.rowid, m.rowid{A.limit(rows)}"""
     return A.fetch(export, sql)
 
 
 def select(export, **options) -> list[tuple]:
-    return copies(export, "m.srcKind = 0 OR m.dstKind = 0", "s.value LIKE 'cudaMemcpy%Async%'", **options)
+    return copies(export, pageable, "s.value LIKE 'cudaMemcpy%Async%'", **options)
+
+
+def pageable(m: dict[str, str]) -> str:
+    """A copy from or to pageable memory (kind 0)."""
+    return f"{m['srcKind']} = 0 OR {m['dstKind']} = 0"
 
 
 def rows(run, **options):

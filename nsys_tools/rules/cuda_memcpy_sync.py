@@ -13,11 +13,16 @@ RULE = Rule("cuda_memcpy_sync", "synchronous copies that block the host", twin="
 
 OPTIONS = dict(A.COMMON)
 ADVICE = "Use cudaMemcpyAsync on a stream (from pinned memory), so the host goes on launching while the copy runs."
-KEEP = "NOT (m.bytes <= 64000 AND m.copyKind = 1) AND NOT (m.srcDeviceId IS NOT NULL AND m.srcDeviceId = m.dstDeviceId)"
+
+
+def keep(m: dict[str, str]) -> str:
+    """Not a host-to-device copy of 64,000 bytes or less, nor a copy within one device."""
+    src, dst = m["srcDeviceId"], m["dstDeviceId"]
+    return f"NOT (m.bytes <= 64000 AND m.copyKind = 1) AND NOT ({src} IS NOT NULL AND {src} = {dst})"
 
 
 def select(export, **options) -> list[tuple]:
-    return copies(export, KEEP, "s.value LIKE 'cudaMemcpy%' AND s.value NOT LIKE '%Async%'", **options)
+    return copies(export, keep, "s.value LIKE 'cudaMemcpy%' AND s.value NOT LIKE '%Async%'", **options)
 
 
 def rows(run, **options):

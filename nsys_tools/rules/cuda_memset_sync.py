@@ -30,15 +30,16 @@ ADVICE = "Use cudaMemsetAsync on a stream, so the host does not wait for the set
 def select(export, *, rows=-1, start=None, end=None, nvtx=None) -> list[tuple]:
     if not all(export.has(t) for t in ("CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME", "ENUM_CUDA_MEM_KIND")):
         return []
-    green = "NULLIF(m.greenContextId, 0)" if "greenContextId" in export.tables["CUPTI_ACTIVITY_KIND_MEMSET"] else "NULL"
+    green = A.column(export, "CUPTI_ACTIVITY_KIND_MEMSET", "m", "greenContextId")
+    kind = A.column(export, "CUPTI_ACTIVITY_KIND_MEMSET", "m", "memKind")
     sql = f"""
         SELECT m.end - m.start AS duration, m.start, k.label, m.bytes, (m.globalPid >> 24) & 16777215,
-               m.deviceId, m.contextId, {green}, m.streamId, s.value
+               m.deviceId, m.contextId, NULLIF({green}, 0), m.streamId, s.value
         FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
         JOIN StringIds AS s ON s.id = r.nameId
         JOIN CUPTI_ACTIVITY_KIND_MEMSET AS m ON m.correlationId = r.correlationId
-        LEFT JOIN ENUM_CUDA_MEM_KIND AS k ON k.id = m.memKind
-        WHERE s.value LIKE 'cudaMemset%' AND s.value NOT LIKE '%async%' AND m.memKind IN (1, 4)
+        LEFT JOIN ENUM_CUDA_MEM_KIND AS k ON k.id = {kind}
+        WHERE s.value LIKE 'cudaMemset%' AND s.value NOT LIKE '%async%' AND {kind} IN (1, 4)
           AND {A.scope(export, start, end, nvtx).where("m", "globalPid")}
         ORDER BY duration DESC, r.rowid, m.rowid{A.limit(rows)}"""
     return A.fetch(export, sql)
