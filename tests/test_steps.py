@@ -260,3 +260,15 @@ def test_ranks_in_exports_of_their_own_skew_on_the_wall_clock(tmp_path):
     same = ["pid", "gpu_id", "step", "phase", "duration_ns", "busy_ns", "compute_ns", "idle_host_ns", "skew_ns", "slow"]
     assert parts.select(same).rows() == whole.select(same).rows()
     assert parts.filter(parts["pid"] == 1426)["start_ns"].to_list() == whole.filter(whole["pid"] == 1426)["start_ns"].to_list()
+
+
+def test_the_training_run_without_nvtx_gets_its_24_steps_from_the_kernel_sequence(tmp_path):
+    bare = torch_exports(tmp_path)["a"]
+    con = sqlite3.connect(bare)
+    with con:
+        con.execute("DELETE FROM NVTX_EVENTS")
+    con.close()
+    table = view_table([bare], "steps")
+    steps = table.filter(table["step"] > 0)
+    assert steps.height == 24 and set(table["source"]) == {"a repeating kernel sequence (no NVTX step ranges)"}
+    assert check_against_sql(bare, table) == 25
