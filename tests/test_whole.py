@@ -180,6 +180,9 @@ def test_rows_of_one_or_two_calls_are_too_few_to_tell():
     doc = run_json(LAYERNORM / "layernorm-3impl-nsys2024.2.sqlite", LAYERNORM / "layernorm-3impl-nsys2025.3.sqlite")
     few = [r for r in doc["rows"] if min(r["base_calls"], r["new_calls"]) < 3]
     assert few and {r["verdict"] for r in few} == {"too few calls to tell"} and all(r["ratio"] is None for r in few)
+    one = [r for r in few if r["base_calls"] == 1]
+    assert one and all(r["base_p10_ns"] == r["base_median_ns"] == r["base_p90_ns"] for r in one)
+    assert all(r["base_p10_ns"] <= r["base_median_ns"] <= r["base_p90_ns"] for r in doc["rows"] if r["base_calls"])
     run = doc["run"]
     assert run["unit"] == "second" and run["sentence"].startswith(
         "The captures hold no steps to compare by and are of different lengths"

@@ -205,6 +205,7 @@ def between_sessions(
 
 
 MIN_CALLS = 3  # fewer calls on a side: "too few calls to tell"
+SPREAD = ("p10_ns", "p90_ns")  # the per-call distribution beside each median
 MODE_GAP = 4.0  # a gap of this factor between consecutive call times splits them into modes
 MODE_SHARE = 0.05  # each mode holds at least this share of the calls (and at least MIN_CALLS)
 
@@ -233,7 +234,7 @@ def compare(
     units: tuple[float, float] | None = None,
 ) -> pl.DataFrame:
     """One row per key on either side (per mode, where one side's calls split into modes: the
-    base's, else the new's, split both sides): medians,
+    base's, else the new's, split both sides): medians, p10 and p90 of the calls,
     calls, total per unit (``units``: how many units of work, steps or seconds, each side
     ran), ratio NEW/BASE of medians with its interval, and verdict."""
     if base.keys != new.keys:
@@ -254,6 +255,7 @@ def compare(
             rows.append(_row(dict(zip(keys, key, strict=True)), mode, ma, mb, units, session_sd, level, seed))
     schema = {k: pl.String for k in keys} | {"mode": pl.String}
     schema |= {"base_median_ns": pl.Float64, "new_median_ns": pl.Float64, "base_calls": pl.Int64, "new_calls": pl.Int64}
+    schema |= {f"{side}_{k}": pl.Float64 for side in ("base", "new") for k in SPREAD}
     schema |= {"base_per_unit_ns": pl.Float64, "new_per_unit_ns": pl.Float64}
     schema |= {"clusters": pl.String, "ratio": pl.Float64, "ci_lo": pl.Float64, "ci_hi": pl.Float64, "verdict": pl.String}
     return pl.DataFrame(rows, schema=schema).select(*schema)
@@ -273,6 +275,12 @@ def _split(g: pl.DataFrame | None, cuts: list[float]) -> list[pl.DataFrame | Non
     return [p if p.height else None for p in parts]
 
 
+def _spread(side: str, g: pl.DataFrame | None) -> dict:
+    """The per-call distribution of one side: p10 and p90 (as ``views.stats.distribution``)."""
+    d = None if g is None else g.select(**{k: v for k, v in metrics.distribution("duration_ns").items() if k in SPREAD}).row(0)
+    return {f"{side}_{k}": None if d is None else float(v) for k, v in zip(SPREAD, d or (None, None), strict=True)}
+
+
 def _row(row: dict, mode, ga, gb, units, session_sd: float, level: float, seed: int) -> dict:
     """One row of the comparison: ``ga``/``gb``, the calls of each side (None: none)."""
     row |= {
@@ -281,6 +289,8 @@ def _row(row: dict, mode, ga, gb, units, session_sd: float, level: float, seed: 
         "new_median_ns": None if gb is None else metrics.median(gb["duration_ns"]),
         "base_calls": 0 if ga is None else ga.height,
         "new_calls": 0 if gb is None else gb.height,
+        **_spread("base", ga),
+        **_spread("new", gb),
         "base_per_unit_ns": None if ga is None or not units else float(ga["duration_ns"].sum()) / units[0],
         "new_per_unit_ns": None if gb is None or not units else float(gb["duration_ns"].sum()) / units[1],
         "clusters": f"{_count(ga)}/{_count(gb)}",
