@@ -10,7 +10,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 SWEEPS = Path(__file__).resolve().parents[1] / "reports" / "sweeps"
 
 
-def _unpack_sweeps() -> None:
+def unpack_sweeps() -> None:
     """The committed sweeps are archives, ``reports/sweeps/<id>.tar.xz``; the tests read the
     folders they hold, unpacked once beside them (git ignores them) with the checks every archive
     gets. A folder is unpacked under a hidden name and renamed into place, so that parallel
@@ -31,7 +31,7 @@ def _unpack_sweeps() -> None:
             shutil.rmtree(work, ignore_errors=True)
 
 
-_unpack_sweeps()
+unpack_sweeps()
 # Sweeps of LayerNorm on the H200, 2026-11-29: quiet sessions and one under a background load.
 QUIET = SWEEPS / "20261129-183449-quiet"
 QUIET_2 = SWEEPS / "20261129-183620-quiet"

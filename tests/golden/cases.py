@@ -33,6 +33,10 @@ DEMO = "reports/sweeps/20261129-183449-quiet"
 
 
 def _sweeps() -> list[str]:
+    """Every committed sweep, as the folder its archive holds (unpacked beside it first, as the tests do)."""
+    from tests.conftest import unpack_sweeps
+
+    unpack_sweeps()
     return sorted(f"reports/sweeps/{p.name}" for p in (ROOT / "reports/sweeps").iterdir() if (p / "manifest.json").exists())
 
 
