@@ -316,6 +316,7 @@ def test_a_folder_means_every_export_under_it(fixture_copy, tmp_path):
     empty.mkdir()
     res = CliRunner().invoke(app, ["scrub", "--check", str(empty)])
     assert res.exit_code == 1 and f"Error: {empty}: holds no .sqlite exports" in res.stderr and "Traceback" not in res.output
+    assert res.stderr.splitlines()[-1] == "Error: no export was checked"
 
 
 # -- the planted-identity corpus: every kind, in every bundled schema version ------------------

@@ -71,8 +71,8 @@ def scrub(
     if skipped:
         stderr.print(f"{skipped} symlink(s) skipped", markup=False)
     if failures:
-        what = f"{len(failures)} of {len(files)} exports" if files else "nothing"
-        _fail(failures, f"{what} could not be {'checked' if check else 'scrubbed'}")
+        verb = "checked" if check else "scrubbed"
+        _fail(failures, f"{len(failures)} of {len(files)} exports could not be {verb}" if files else f"no export was {verb}")
     if check and unclean:
         stderr.print(f"Error: {len(unclean)} of {len(files)} exports hold identity; run nsys-tools scrub on them", markup=False)
         raise typer.Exit(1)

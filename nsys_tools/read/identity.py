@@ -24,7 +24,6 @@ class Kind:
     label: str  # what the report calls it
     pattern: re.Pattern
     tag: str = ""  # pseudonym prefix; empty: a secret, replaced by PLACEHOLDER
-    group: str = "v"  # the part replaced (the whole match when the pattern has no such group)
     keep: Callable[[str], bool] = lambda _: False  # values that are not identity
 
 
@@ -143,6 +142,7 @@ class Pseudonyms:
 
 
 def _span(m: re.Match) -> tuple[int, int, str] | None:
+    """The part of a match that is replaced: its first named group that matched."""
     for name, value in m.groupdict().items():
         if value is not None:
             return m.start(name), m.end(name), value

@@ -111,7 +111,7 @@ SITE_PATHS = re.compile(
 # taken for a user name elsewhere, since data sets sit there too.
 _MOUNTS = "nfs|lustre|shared|share|data|storage|home|homes|users|scratch|efs|fsx|gpfs|beegfs|cephfs|nvme|ssd"
 SHARED_PATHS = re.compile(
-    rf"(?<![\w.~/-])/(?P<root>data|mnt/(?:{_MOUNTS})(?=/)|mnt(?!/(?:{_MOUNTS})/)|scratch)/(?!user{_END})(?P<who>{_P}){_END}"
+    rf"(?<![\w.~/-])/(?P<root>data|mnt/(?:{_MOUNTS})(?=/)|mnt(?!/(?:{_MOUNTS})/))/(?!user{_END})(?P<who>{_P}){_END}"
 )
 
 
