@@ -27,8 +27,9 @@ A splittable view whose rows come partly from the small tables alone (``nccl``: 
 NCCL's NVTX ranges, which every piece of an export holds whole) names that part ``once(trace,
 keys, **options)`` (None where it has none) and the rest ``pieces(trace, keys, **options)``; its
 ``read`` is the two together. ``run/chunked.py`` reads ``pieces`` per piece and ``once`` one
-time per export. A view read in pieces only under some options lists the others in ``WHOLE``
-(``hist``: ``{"of": "ranges"}``, a range instance's operations may fall in several pieces).
+time per export (``VIEW``'s ``parts``). A view read in pieces only under some options lists the
+others in ``VIEW``'s ``whole`` (``hist``: ``(("of", "ranges"),)``, a range instance's operations
+may fall in several pieces).
 
 ``keys`` are the leading group-by columns: ``by_columns(["device", "process", "stream"])``, and
 ``file`` when exports are kept apart. ``partial`` and ``finalize`` below run a view by name,
@@ -177,7 +178,7 @@ def read(name: str, trace: Trace, by: Sequence[str], *, part: str = "read", **op
     """View ``name``'s frame of one trace (its ``read``; ``part="pieces"`` or ``"once"``, those
     parts of it where the view has them), with the options that step takes."""
     view = get(name)
-    if not hasattr(view, "once"):  # all of it is read per piece
+    if not spec(name).parts:  # all of it is read per piece
         if part == "once":
             return None
         part = "read"
@@ -186,9 +187,8 @@ def read(name: str, trace: Trace, by: Sequence[str], *, part: str = "read", **op
 
 def splits(name: str, options: dict) -> bool:
     """Whether view ``name`` with ``options`` is read in pieces: it is splittable, and no option
-    has a value its ``WHOLE`` lists."""
-    whole = getattr(get(name), "WHOLE", {})
-    return spec(name).splittable and not any(options.get(k) == v for k, v in whole.items())
+    has a value its ``whole`` lists."""
+    return spec(name).splittable and not any(options.get(k) == v for k, v in spec(name).whole)
 
 
 def window_options(name: str, options: dict) -> dict:

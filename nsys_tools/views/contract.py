@@ -123,6 +123,10 @@ class View:
     no_chart: str = ""  # why it draws no chart ("" where its module has ``chart``)
     by: tuple[str, ...] = ("device", "process", "stream")  # the --by keys it can be split by
     top: str = ""  # the column whose first N values ``--top N`` keeps, all their rows ("": the first N rows)
+    # A splittable view whose rows come partly from the small tables alone: its ``read`` is ``once``
+    # (those rows, read one time per export) and ``pieces`` (the rest, read per piece).
+    parts: bool = False
+    whole: tuple[tuple[str, Any], ...] = ()  # (option, value) pairs under which a splittable view is read whole
     options: tuple[Option, ...] = ()
     module: str = ""  # the module that declares it
 
@@ -247,9 +251,13 @@ def check(view: View, module: ModuleType) -> None:
     need = ["COLUMNS", "Options", "read", "partial", "finalize"]
     need += ["split", "start", "window", "close"] if view.ordered else []
     need += [] if view.no_chart else ["chart"]
+    need += ["once", "pieces"] if view.parts else []
     missing = [m for m in need if not hasattr(module, m)]
     if missing:
         raise TypeError(f"view {view.name} ({module.__name__}) has no {', '.join(missing)}")
+    stray = [m for m in ("once", "pieces", "split", "start", "window", "close") if hasattr(module, m) and m not in need]
+    if stray:
+        raise TypeError(f"view {view.name} ({module.__name__}) has {', '.join(stray)} that its VIEW does not declare")
     fields = dataclasses.fields(module.Options)
     if tuple((f.name, f.default, f.metadata.get("flag")) for f in fields) != tuple(
         (o.name, o.default, o.flag) for o in view.options

@@ -21,7 +21,14 @@ from . import View
 from . import stats as metrics
 from .contract import option
 
-VIEW = View("hist", "duration histogram per kernel (or per range)", splittable=True, twin="cuda_gpu_kern_hist recipe", top="name")
+VIEW = View(
+    "hist",
+    "duration histogram per kernel (or per range)",
+    splittable=True,
+    twin="cuda_gpu_kern_hist recipe",
+    top="name",
+    whole=(("of", "ranges"),),  # read whole: a range instance's operations may fall in several pieces
+)
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,6 @@ class Options:
 BINS = 10
 COLUMNS = ("name", "bin", "bin_min_ns", "bin_max_ns", "instances", "share")
 RANGE_NAME = ("domain", "range", "style")
-WHOLE = {"of": "ranges"}  # read whole: a range instance's operations may fall in several pieces
 
 
 def read(trace, by: Sequence[str], *, of: str = "kernels", names: str = "demangled") -> pl.LazyFrame:

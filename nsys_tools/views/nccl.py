@@ -25,6 +25,7 @@ VIEW = View(
     "NCCL collectives per device and rank: kernels, time, bytes",
     splittable=True,
     twin="nccl_sum recipe",
+    parts=True,  # its read: the payload ranges once per export, the kernels per piece
 )
 
 
