@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from dataclasses import replace
@@ -120,8 +121,6 @@ def test_a_toy_view_joins_the_command_line_with_its_option_and_chart(toy, fixtur
 
 def test_the_guide_shows_the_example_view_as_it_is():
     """docs/guides/new-view.md shows examples/ops_view.py whole, the file this module's toy view is."""
-    import re
-
     guide = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "new-view.md").read_text(encoding="utf-8")
     shown = re.findall(r"```python\n(.*?)```", guide, re.S)[0]
     assert shown == TOY.read_text(encoding="utf-8")
@@ -150,3 +149,19 @@ def test_a_view_without_a_chart_says_why_and_one_that_says_nothing_is_refused(tm
         views.get("silent")
     for name in ("said_view", "silent_view"):
         sys.modules.pop(name, None)
+
+
+def test_each_view_help_lists_its_own_options_and_no_other_views():
+    """``report --view NAME --help``: the options every view takes, and NAME's declared flags, with
+    NAME's own help; no flag another view declares."""
+    from .cli import CliRunner
+
+    runner = CliRunner()
+    declared = {o.flag for name in views.names() for o in views.spec(name).options}
+    for name in views.names():
+        shown = runner.invoke(app, ["report", "--view", name, "--help"]).stdout
+        flags = set(re.findall(r"^  (--[a-z-]+)", shown, re.M))
+        own = {o.flag for o in views.spec(name).options}
+        assert flags & declared == own, name
+        for o in views.spec(name).options:
+            assert o.help.split()[0] in shown, (name, o.flag)
