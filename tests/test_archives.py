@@ -41,6 +41,7 @@ def member(name: str, kind: bytes = tarfile.REGTYPE, size: int = 1, link: str = 
     return info
 
 
+@pytest.mark.slow  # two reports of a sweep, about 2 s
 def test_a_sweep_archive_reports_as_its_folder(tmp_path):
     archive = pack(QUIET, tmp_path / f"{QUIET.name}.tar.xz")
     from_folder = runner.invoke(app, ["report", str(QUIET), "-f", "csv"])

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -22,6 +24,7 @@ def test_the_readme_is_a_door_not_the_manual():
     assert len(README.splitlines()) <= 400
 
 
+@pytest.mark.slow  # the report in a fresh interpreter, about 2 s
 def test_the_first_command_reports_a_bundled_capture():
     install, tests = quick_start()
     assert install.startswith("python3 -m venv .venv && .venv/bin/pip install . && ")
