@@ -269,3 +269,29 @@ def test_slow_calls_finds_the_one_slowed_call_of_a_kernel(torch_a, tmp_path):
     median = statistics.median(durations)
     assert found.time_ns == int(durations[-1] - median) and found.start_ns == 36039712
     assert found.title.startswith(f"1 call of {found.kernel} (grid ") and len(durations) == 48
+
+
+@pytest.mark.slow
+def test_diagnose_on_the_bad_input_corpus_is_an_answer_or_one_error_line(tmp_path):
+    """Every case of tests/fixtures/bad-input/corpus.py through diagnose (all rules, json): exit 0
+    with findings, or exit 1 with Error: lines naming the problem; never a traceback or a bug line."""
+    import importlib.util
+    import json
+    import sys
+
+    from typer.testing import CliRunner
+
+    from nsys_tools.cli import BUG, app
+
+    spec = importlib.util.spec_from_file_location("bad_input_corpus", FIXTURES / "bad-input" / "corpus.py")
+    corpus = sys.modules.setdefault("bad_input_corpus", importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(corpus)
+    for name, case in corpus.CASES.items():
+        (tmp_path / name).mkdir()
+        res = CliRunner().invoke(app, ["diagnose", *case.build(tmp_path / name), "--merge", "-f", "json"])
+        assert "Traceback" not in res.stderr and BUG not in res.stderr, (name, res.stderr)
+        assert res.exception is None or isinstance(res.exception, SystemExit), (name, repr(res.exception))
+        if res.exit_code == 0:
+            assert isinstance(json.loads(res.stdout)["findings"], list), name
+        else:
+            assert res.exit_code in (1, 2) and res.stdout == "" and "Error:" in res.stderr, (name, res.stderr)
