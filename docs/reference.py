@@ -62,17 +62,7 @@ def _slug(full: str) -> str:
     return full.removeprefix("nsys-tools ").replace(" ", "-")
 
 
-def _table(package) -> dict[str, tuple[str, str]]:
-    """The views package's table (its docstring): one row per, and the ``nsys stats`` twin, by view."""
-    rows = {}
-    for line in (package.__doc__ or "").splitlines():
-        cells = [c.strip().replace("``", "`") for c in line.strip().strip("|").split("|")]
-        if len(cells) == 3 and cells[0].startswith("`") and cells[0] != "view":
-            rows[cells[0].strip("`")] = (cells[1], cells[2])
-    return rows
-
-
-def _view_page(view, table: dict[str, tuple[str, str]]) -> str:
+def _view_page(view) -> str:
     module = view.load()
     how = "in pieces (any part merges)" if view.splittable else "in time order (ordered)" if view.ordered else "whole"
     lines = [
@@ -84,9 +74,9 @@ def _view_page(view, table: dict[str, tuple[str, str]]) -> str:
         f"nsys-tools report EXPORT --view {view.name}",
         "```",
     ]
-    if view.name in table:
-        per, _ = table[view.name]
-        lines += ["", f"**One row per:** {per}. **nsys twin:** {f'`{view.twin}`' if view.twin else '(none)'}."]
+    if view.rows:
+        lines += ["", f"**One row per:** {view.rows}."]
+    lines += ["", f"**nsys twin:** {f'`{view.twin}`' if view.twin else '(none)'}."]
     lines += ["", inspect.cleandoc(module.__doc__ or "").replace("``", "`"), ""]
     lines += [
         "## Columns",
@@ -132,7 +122,7 @@ def pages() -> dict[str, str]:
     listed += ["| view | what it gives |", "|---|---|"]
     for name in views.names():
         view = views.spec(name)
-        out[f"views/{name}.md"] = _view_page(view, _table(views))
+        out[f"views/{name}.md"] = _view_page(view)
         listed.append(f"| [`{name}`]({name}.md) | {_cell(view.summary)} |")
     out["views/index.md"] = "\n".join(listed) + "\n"
     out.update(_rule_pages())

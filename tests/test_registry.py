@@ -49,6 +49,7 @@ def test_the_builtin_views_declare_themselves():
     for view in views.REGISTRY.values():
         steps = [hasattr(view.load(), step) for step in ("split", "window", "close")]
         assert steps == [view.ordered] * 3, view.name
+    assert all(views.spec(n).rows for n in views.names())  # each says what a row of its table is (the docs show it)
     # read from the source as written, and its Options with it
     assert views.get("kernels").VIEW == replace(views.spec("kernels"), module="", options=())
     assert [o.name for o in views.spec("gaps").options] == ["min_gap_ns"]

@@ -1,22 +1,8 @@
 """The standard tables of an export, each checked against its ``nsys stats`` twin.
 
-| view | one row per | nsys stats twin |
-|---|---|---|
-| ``kernels`` | (NVTX range, kernel) | ``cuda_gpu_kern_sum:nvtx-name`` |
-| ``ranges`` | NVTX range name and style: GPU time projected, CPU time | ``nvtx_gpu_proj_sum`` |
-| ``api`` | CUDA API function | ``cuda_api_sum`` |
-| ``memops`` | memory operation kind: bytes, time, bandwidth | ``cuda_gpu_mem_size_sum``, ``cuda_gpu_mem_time_sum`` |
-| ``gaps`` | GPU idle interval above a threshold | (none) |
-| ``utilization`` | device (and time window): busy, compute, communication, memory, idle | ``gpu_time_util`` recipe |
-| ``launch`` | kernel: launch call duration, queue time before the kernel starts | ``cuda_kern_exec_sum`` |
-| ``sync`` | blocking synchronization call | ``cuda_api_sync`` recipe |
-| ``idle`` | device and idle cause (or, ``longest=N``, idle interval) | ``gpu_gaps`` recipe (intervals) |
-| ``nccl`` | NCCL collective: kernels, time, bytes from NVTX payloads | ``nccl_sum`` recipe |
-| ``overlap`` | device and step: NCCL time hidden behind compute, exposed | ``nccl_gpu_overlap_trace`` recipe |
-| ``stragglers`` | step: the slowest rank and by how much; ranks late most often | (none) |
-| ``steps`` | rank, device and step: busy, compute, NCCL exposed, memory, idle by cause, phase, MFU | (none) |
-| ``hist`` | kernel (or range) and duration bin | ``cuda_gpu_kern_hist`` recipe |
-| ``pace`` | kernel (or range) instance, in order: interval, gap, drift | ``cuda_gpu_kern_pace``, ``nvtx_gpu_proj_pace`` recipes |
+Each registered view (``names()``) declares what one row of its table is (``View.rows``) and the
+``nsys`` report or recipe whose numbers it gives (``View.twin``); the reference pages of the docs
+are made from those declarations.
 
 Each view is one module that keeps the contract of ``contract.py``: it declares its name, help,
 twin, chart (or why it has none), columns and typed ``Options``, and its steps ``read``,

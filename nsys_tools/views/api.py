@@ -16,7 +16,9 @@ import polars as pl
 from . import View
 from . import stats as metrics
 
-VIEW = View("api", "CUDA API calls per function", splittable=True, twin="nsys stats --report cuda_api_sum")
+VIEW = View(
+    "api", "CUDA API calls per function", splittable=True, twin="nsys stats --report cuda_api_sum", rows="CUDA API function"
+)
 
 
 @dataclass(frozen=True)

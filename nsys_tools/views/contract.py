@@ -120,6 +120,7 @@ class View:
     # as slices in time order (``OrderedView``), carrying what a slice needs of the earlier ones.
     ordered: bool = False
     twin: str = ""  # the nsys report or recipe whose numbers it gives, "" for none
+    rows: str = ""  # what one row of its table is (after the --by keys)
     no_chart: str = ""  # why it draws no chart ("" where its module has ``chart``)
     by: tuple[str, ...] = ("device", "process", "stream")  # the --by keys it can be split by
     top: str = ""  # the column whose first N values ``--top N`` keeps, all their rows ("": the first N rows)

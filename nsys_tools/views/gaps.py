@@ -22,7 +22,13 @@ import polars as pl
 from . import View
 from .contract import Fold, option
 
-VIEW = View("gaps", "GPU idle intervals and what ran around them", ordered=True, twin="gpu_gaps recipe")
+VIEW = View(
+    "gaps",
+    "GPU idle intervals and what ran around them",
+    ordered=True,
+    twin="gpu_gaps recipe",
+    rows="GPU idle interval above a threshold",
+)
 
 
 @dataclass(frozen=True)

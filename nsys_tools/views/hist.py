@@ -28,6 +28,7 @@ VIEW = View(
     twin="cuda_gpu_kern_hist recipe",
     top="name",
     whole=(("of", "ranges"),),  # read whole: a range instance's operations may fall in several pieces
+    rows="kernel (or range) and duration bin",
 )
 
 

@@ -36,6 +36,7 @@ VIEW = View(
     "GPU idle time by cause, or the longest idle intervals",
     ordered=True,
     twin="gpu_gaps recipe (the intervals)",
+    rows="device and idle cause (or, `longest=N`, idle interval)",
 )
 
 

@@ -22,6 +22,7 @@ VIEW = View(
     "kernel time per NVTX range and kernel",
     splittable=True,
     twin="nsys stats --report cuda_gpu_kern_sum:nvtx-name",
+    rows="(NVTX range, kernel)",
 )
 
 

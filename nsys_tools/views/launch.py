@@ -29,6 +29,7 @@ VIEW = View(
     "per kernel: launch call and queue time before the kernel starts",
     splittable=True,
     twin="nsys stats --report cuda_kern_exec_sum",
+    rows="kernel: launch call duration, queue time before the kernel starts",
 )
 
 

@@ -20,6 +20,7 @@ VIEW = View(
     "memory operations by kind: bytes, time, bandwidth",
     splittable=True,
     twin="nsys stats --report cuda_gpu_mem_size_sum, cuda_gpu_mem_time_sum",
+    rows="memory operation kind: bytes, time, bandwidth",
 )
 
 

@@ -26,6 +26,7 @@ VIEW = View(
     splittable=True,
     twin="nccl_sum recipe",
     parts=True,  # its read: the payload ranges once per export, the kernels per piece
+    rows="NCCL collective: kernels, time, bytes from NVTX payloads",
 )
 
 

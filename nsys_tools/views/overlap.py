@@ -27,6 +27,7 @@ VIEW = View(
     "NCCL time hidden behind compute, and exposed, per step",
     ordered=True,
     twin="nccl_gpu_overlap_trace recipe",
+    rows="device and step: NCCL time hidden behind compute, exposed",
 )
 
 

@@ -21,7 +21,13 @@ from . import stats as metrics
 from .contract import option
 from .hist import projected
 
-VIEW = View("pace", "instances in order: interval, gap, drift", twin="cuda_gpu_kern_pace, nvtx_gpu_proj_pace recipes", top="name")
+VIEW = View(
+    "pace",
+    "instances in order: interval, gap, drift",
+    twin="cuda_gpu_kern_pace, nvtx_gpu_proj_pace recipes",
+    top="name",
+    rows="kernel (or range) instance, in order: interval, gap, drift",
+)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ VIEW = View(
     "GPU time projected per NVTX range, and its CPU time",
     ordered=True,
     twin="nsys stats --report nvtx_gpu_proj_sum",
+    rows="NVTX range name and style: GPU time projected, CPU time",
 )
 
 

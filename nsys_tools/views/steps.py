@@ -43,7 +43,11 @@ from . import utilization as U
 from .contract import OptionError, option
 from .idle import BLOCKING_LIKE, blocking, classify, gaps_of
 
-VIEW = View("steps", "per rank, device and step: busy, compute, NCCL exposed, memory, idle by cause, phase")
+VIEW = View(
+    "steps",
+    "per rank, device and step: busy, compute, NCCL exposed, memory, idle by cause, phase",
+    rows="rank, device and step: busy, compute, NCCL exposed, memory, idle by cause, phase, MFU",
+)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,11 @@ import polars as pl
 from . import View
 from .contract import option
 
-VIEW = View("stragglers", "per step: the slowest rank and by how much")
+VIEW = View(
+    "stragglers",
+    "per step: the slowest rank and by how much",
+    rows="step: the slowest rank and by how much; ranks late most often",
+)
 
 
 @dataclass(frozen=True)

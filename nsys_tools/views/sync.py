@@ -22,6 +22,7 @@ VIEW = View(
     splittable=True,
     twin="cuda_api_sync recipe",
     by=("process",),
+    rows="blocking synchronization call",
 )
 
 

@@ -33,6 +33,7 @@ VIEW = View(
     "per device: busy, compute, communication, memory, idle",
     ordered=True,
     twin="gpu_time_util, cuda_gpu_time_util_map recipes",
+    rows="device (and time window): busy, compute, communication, memory, idle",
 )
 
 
