@@ -170,10 +170,6 @@ def diagnose(run, only: Iterable[str] = (), options: dict[str, dict] | None = No
     return sorted(found, key=lambda f: (-f.time_ns, f.rule, f.title))
 
 
-def top(found: Sequence[Finding], n: int = 3) -> list[Finding]:
-    return list(found[:n])
-
-
 def as_json(found: Sequence[Finding]) -> str:
     import json
 
