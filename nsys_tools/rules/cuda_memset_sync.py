@@ -7,23 +7,13 @@ from __future__ import annotations
 
 from . import Finding, Rule
 from . import analyze as A
+from .cuda_memcpy_async import COLUMNS as COPIES
 from .cuda_memcpy_async import per_device
 
 RULE = Rule("cuda_memset_sync", "synchronous sets of pinned or managed memory", twin="cuda_memset_sync")
 
 OPTIONS = dict(A.COMMON)
-COLUMNS = (
-    ("Duration (ns)", "ns"),
-    ("Start (ns)", "ns"),
-    ("Memory Kind", "text"),
-    ("Bytes (MB)", "MB"),
-    ("PID", "text"),
-    ("Device ID", "text"),
-    ("Context ID", "text"),
-    ("Green Context ID", "text"),
-    ("Stream ID", "text"),
-    ("API Name", "text"),
-)
+COLUMNS = (*COPIES[:2], ("Memory Kind", "text"), *COPIES[4:])  # a copy's, its two memory kinds made one
 ADVICE = "Use cudaMemsetAsync on a stream, so the host does not wait for the set."
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from . import Finding, Rule
+from .setup import spanned
 
 RULE = Rule("exposed_nccl", "NCCL time not hidden behind compute")
 
@@ -24,8 +25,7 @@ def rows(run, **options) -> pl.DataFrame:
             exposed_ns=pl.col("nccl_exposed_ns").sum(),
             step_ns=pl.col("duration_ns").sum(),
             worst_step=pl.col("step").sort_by("nccl_exposed_ns", descending=True).first(),
-            first_ns=pl.col("start_ns").min(),
-            last_ns=(pl.col("start_ns") + pl.col("duration_ns")).max(),
+            **spanned(),
         )
         .with_columns(exposed_pct=pl.col("exposed_ns") * 100.0 / pl.col("step_ns"))
         .sort("pid", "gpu_id")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import polars as pl
 
 from . import Finding, Rule
+from .setup import spanned
 
 RULE = Rule("launch_bound", "the GPU waits for the host to queue work")
 
@@ -25,8 +26,7 @@ def rows(run, *, share: float = 25.0, **options) -> pl.DataFrame:
         steps=pl.col("step").sort(),
         waited_ns=pl.col("idle_host_ns").sum(),
         step_ns=pl.col("duration_ns").sum(),
-        first_ns=pl.col("start_ns").min(),
-        last_ns=(pl.col("start_ns") + pl.col("duration_ns")).max(),
+        **spanned(),
     )
     return table.join(short_kernels(run), on=["pid", "gpu_id"], how="left").sort("pid", "gpu_id")
 

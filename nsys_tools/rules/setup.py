@@ -22,6 +22,16 @@ def per_rank(steps: pl.DataFrame) -> pl.DataFrame:
     return steps.unique(["pid", "step"], keep="first").sort("pid", "step")
 
 
+def steady(run) -> pl.DataFrame:
+    """The run's steady steps, one row per rank and step."""
+    return per_rank(run.steps).filter(pl.col("phase") == "steady")
+
+
+def spanned() -> dict[str, pl.Expr]:
+    """The aggregations of a group of steps' first start and last end (``first_ns``, ``last_ns``)."""
+    return {"first_ns": pl.col("start_ns").min(), "last_ns": (pl.col("start_ns") + pl.col("duration_ns")).max()}
+
+
 def rows(run, **options) -> pl.DataFrame:
     steps = per_rank(run.steps)
     steady = steps.filter(pl.col("phase") == "steady").group_by("pid").agg(steady_median_ns=pl.col("duration_ns").median())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from . import Finding, Rule
-from .setup import per_rank
+from .setup import spanned, steady
 
 RULE = Rule("step_variance", "steady step times that vary widely")
 
@@ -18,7 +18,7 @@ ADVICE = (
 
 
 def rows(run, **options) -> pl.DataFrame:
-    steps = per_rank(run.steps).filter(pl.col("phase") == "steady")
+    steps = steady(run)
     d = pl.col("duration_ns")
     return (
         steps.group_by("pid")
@@ -29,8 +29,7 @@ def rows(run, **options) -> pl.DataFrame:
             p90_ns=d.quantile(0.9, "nearest"),
             cv_pct=d.std() * 100.0 / d.mean(),
             above_ns=(d - d.median()).clip(lower_bound=0).sum().cast(pl.Int64),
-            first_ns=pl.col("start_ns").min(),
-            last_ns=(pl.col("start_ns") + d).max(),
+            **spanned(),
         )
         .sort("pid")
     )

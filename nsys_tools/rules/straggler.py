@@ -8,7 +8,7 @@ from __future__ import annotations
 import polars as pl
 
 from . import Finding, Rule
-from .setup import per_rank
+from .setup import steady
 
 RULE = Rule("straggler", "a rank slower than the others step after step")
 
@@ -20,7 +20,7 @@ ADVICE = (
 
 
 def rows(run, **options) -> pl.DataFrame:
-    steps = per_rank(run.steps).filter(pl.col("phase") == "steady")
+    steps = steady(run)
     d = pl.col("duration_ns")
     per_step = steps.group_by("step").agg(
         ranks=pl.len(),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from . import Finding, Rule
-from .setup import per_rank
+from .setup import spanned, steady
 
 RULE = Rule("sync_every_step", "the host blocks in a synchronization every step")
 
@@ -19,7 +19,7 @@ ADVICE = (
 
 
 def rows(run, **options) -> pl.DataFrame:
-    steps = per_rank(run.steps).filter(pl.col("phase") == "steady")
+    steps = steady(run)
     blocked = pl.col("host_blocked_ns")
     return (
         steps.group_by("pid")
@@ -28,8 +28,7 @@ def rows(run, **options) -> pl.DataFrame:
             blocking_steps=(blocked > 0).sum(),
             blocked_ns=blocked.sum(),
             median_blocked_ns=blocked.median(),
-            first_ns=pl.col("start_ns").min(),
-            last_ns=(pl.col("start_ns") + pl.col("duration_ns")).max(),
+            **spanned(),
         )
         .with_columns(blocking_pct=pl.col("blocking_steps") * 100.0 / pl.col("steps"))
         .sort("pid")
