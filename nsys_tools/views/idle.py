@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import polars as pl
 
@@ -96,14 +97,20 @@ def split(rows: pl.LazyFrame, keys: Sequence[str]) -> tuple[pl.LazyFrame, pl.Laz
     return ops, calls
 
 
+class Passed(NamedTuple):
+    """The blocking calls that earlier slices passed (``near``): how many, and each thread's last of them."""
+
+    count: int
+    last: pl.DataFrame
+
+
 @dataclass
 class IdleFold(Fold):
     """The fold's state: the partials so far and the operation holding each timeline busy
-    (``Fold``), the blocking calls in order of start, and those that earlier slices passed
-    (``near``): how many, and each thread's last of them."""
+    (``Fold``), the blocking calls in order of start, and those that earlier slices passed."""
 
     calls: pl.DataFrame | None = None
-    passed: tuple[int, pl.DataFrame | None] = (0, None)
+    passed: Passed | None = None
 
 
 def start(sides: list, keys: Sequence[str]) -> IdleFold:
@@ -111,10 +118,10 @@ def start(sides: list, keys: Sequence[str]) -> IdleFold:
     start, and none of them passed yet (``near``)."""
     calls = pl.concat(sides, how="vertical_relaxed") if sides else pl.DataFrame(schema=dict.fromkeys(CALL, pl.Int64))
     calls = calls.with_columns(pl.col("call").cast(pl.String)).unique().sort("call_start_ns", "global_tid", "call_end_ns", "call")
-    return IdleFold(calls=calls, passed=(0, calls.clear()))
+    return IdleFold(calls=calls, passed=Passed(0, calls.clear()))
 
 
-def near(calls: pl.DataFrame, passed, first: int, last: int):
+def near(calls: pl.DataFrame, passed: Passed, first: int, last: int) -> tuple[pl.DataFrame, Passed]:
     """The blocking calls that gaps ending between ``first`` and ``last`` can find (the as-of
     join takes each thread's last call to start before a gap's end): those that start from
     ``first`` to ``last``, and each thread's last one before ``first``. ``passed``: how many
@@ -128,7 +135,7 @@ def near(calls: pl.DataFrame, passed, first: int, last: int):
     if lo > done:
         before = pl.concat([before, calls.slice(done, lo - done)]).group_by("global_tid", maintain_order=True).last()
         before = before.select(calls.columns).sort("call_start_ns", "global_tid", "call_end_ns", "call")
-    return pl.concat([before, calls.slice(lo, hi - lo)]), (lo, before)
+    return pl.concat([before, calls.slice(lo, hi - lo)]), Passed(lo, before)
 
 
 def classify(gaps: pl.LazyFrame, calls: pl.DataFrame) -> pl.LazyFrame:
