@@ -104,7 +104,7 @@ class Generated:
     """A command's callback whose signature is ``base``'s parameters (all but its ``**given``) and
     ``extra()``'s, read each time the command is built: typer makes the flags from it."""
 
-    __annotations__: dict = {}  # noqa: RUF012 - typer's type hints come from the signature
+    __annotations__ = {}  # typer reads no type hints beyond the signature's
 
     def __init__(self, base: Callable, extra: Callable[[], list[inspect.Parameter]], choices: dict):
         self.base, self.extra, self.choices = base, extra, choices
