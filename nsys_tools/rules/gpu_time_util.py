@@ -1,11 +1,11 @@
 """Stretches of low GPU utilization: each process and device's time, from its first operation
-to its last, cut into ``chunks`` equal chunks (30 unless given; each ``ceil(span / chunks)``
-ns, the last cut at the span's end); the chunks whose operations (kernels, copies, sets and the
-profiler's CUDA overhead, summed, so overlapping work counts twice) fill less than
-``threshold`` percent (50 unless given) of them, runs of such chunks joined into one row with
-their length-weighted mean, rounded to one decimal. Twin of ``nsys analyze``'s
-``gpu_time_util``: rows numbered by that mean, then by length. It is not the whole run's
-utilization: ``report --view utilization`` is."""
+to its last, cut into ``chunks`` equal chunks (30 unless given; each ``ceil(span / chunks)`` ns,
+computed in integers, as SQLite's math functions are not in every Python's build; the last cut
+at the span's end); the chunks whose operations (kernels, copies, sets and the profiler's CUDA
+overhead, summed, so overlapping work counts twice) fill less than ``threshold`` percent (50
+unless given) of them, runs of such chunks joined into one row with their length-weighted mean,
+rounded to one decimal. Twin of ``nsys analyze``'s ``gpu_time_util``: rows numbered by that mean,
+then by length. It is not the whole run's utilization: ``report --view utilization`` is."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def select(export, *, rows=-1, start=None, end=None, nvtx=None, threshold=50, ch
         ops AS ({ops}),
         span AS (
             SELECT pid, deviceId, min(contextId) AS contextId, min(start) AS lo, max(end) AS hi,
-                   ceil(CAST(max(end) - min(start) AS FLOAT) / {int(chunks)}) AS size
+                   CAST((max(end) - min(start) + {int(chunks) - 1}) / {int(chunks)} AS FLOAT) AS size
             FROM ops GROUP BY pid, deviceId),
         chunk AS (
             SELECT n.i, span.pid, span.deviceId, span.contextId, n.i * span.size + span.lo AS a,
