@@ -56,6 +56,7 @@ from ..read import schema as S
 from ..read.export import Export, read_error, reading
 from ..read.schema import Field
 from ..read.trace import Trace
+from ..views.contract import OrderedView
 from .codes import Codes
 from .spill import Spill
 
@@ -220,7 +221,7 @@ def _read_ahead(ex: Export, reads: dict[Read, str]) -> Iterator[tuple[str, pl.Da
 def _ordered(ex: Export, view: str, by: Sequence[str], options: dict, window=None, counted: list | None = None) -> pl.DataFrame:
     """The partial table of a view of ``views.ORDERED``: its rows split by launch, then folded
     slice by slice in order of start time (``counted``: as for ``view_partial``)."""
-    module = views.get(view)
+    module: OrderedView = views.get(view)
     first, last, slots = time_slots(ex)
     slot = ((pl.col("start_ns") - first) * slots / (last - first + 1)).floor().cast(pl.Int64)
     sides, codes = [], Codes()

@@ -32,10 +32,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING
 
-from .contract import View, check, declared
+from .contract import TableView, View, check, declared
 
 if TYPE_CHECKING:
     import polars as pl
@@ -117,8 +116,9 @@ def by_columns(by: Iterable[str]) -> list[str]:
 _CHECKED: set[str] = set()
 
 
-def get(name: str) -> ModuleType:
-    """The module of view ``name``, held to the contract (``contract.check``) when first loaded."""
+def get(name: str) -> TableView:
+    """The module of view ``name``, held to the contract (``contract.check``) when first loaded: a
+    ``TableView`` (an ``OrderedView`` where the view is ordered)."""
     view = spec(name)
     module = view.load()
     if view.module not in _CHECKED:
