@@ -92,7 +92,7 @@ def findings(run, table: pl.DataFrame, **options) -> list[Finding]:
             Finding(
                 RULE.name,
                 f"Rank {pid} had {steps.height} slow step{'s' if steps.height > 1 else ''} on GPU {gpu} "
-                f"({', '.join(map(str, numbers))}): {steps['duration_ns'].mean() / 1e6:,.2f} ms against a steady "
+                f"({listed(numbers)}): {steps['duration_ns'].mean() / 1e6:,.2f} ms against a steady "
                 f"{steps['median_ns'][0] / 1e6:,.2f} ms; {what}{named}, +{grown / 1e6:,.2f} ms a step",
                 extra,
                 device=gpu,
@@ -106,6 +106,12 @@ def findings(run, table: pl.DataFrame, **options) -> list[Finding]:
             )
         )
     return out
+
+
+def listed(numbers: list[int], most: int = 10) -> str:
+    """Step numbers for a title: all of them, or the first ``most`` and how many more."""
+    shown = ", ".join(map(str, numbers[:most]))
+    return shown if len(numbers) <= most else f"{shown} and {len(numbers) - most} more"
 
 
 def top_kernel(run, slow: pl.DataFrame) -> str | None:
