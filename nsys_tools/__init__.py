@@ -2,7 +2,7 @@
 
 Start from ``nsys_tools.open(path)``: a ``Trace`` whose methods give the export's kernels,
 memory operations, API calls, NVTX ranges and GPU operations (attributed to their ranges) as
-Polars frames; ``nsys_tools.views`` turns them into the standard tables.
+Polars frames, and ``trace.view.NAME(...)`` each standard table (``nsys_tools.views``), lazily.
 
 The package imports nothing heavy at the top (``open`` and ``Trace`` are loaded on first use):
 ``capture/`` and the CLI's capture commands run on GPU machines without Polars or Altair. The
@@ -30,7 +30,8 @@ def _bundled_from_checkout() -> None:
     The wheel installs ``capture/`` and ``kernels/`` inside this package (pyproject's wheel ``sources``),
     so nothing is installed under those generic top-level names. In a checkout they stay beside it; this
     finder gives them the same names there, so every import, entry point and ``python -m`` reads
-    ``nsys_tools.capture...`` / ``nsys_tools.kernels...`` either way. Standard library only."""
+    ``nsys_tools.capture...`` / ``nsys_tools.kernels...`` either way (the import contracts see those
+    imports under the checkout's names: ``tests/layers.py``). Standard library only."""
     import importlib.util
 
     here = _os.path.dirname(_os.path.abspath(__file__))
