@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from . import views
 from .read import trace as _trace
 from .read.export import open_export
+from .read.window import WindowSpec, resolve
 
 if TYPE_CHECKING:
     import polars as pl
@@ -42,8 +43,9 @@ class Trace(_trace.Trace):
 class Views:
     """One method per registered view (``dir()`` lists them), each with the view's options as
     keyword arguments: ``by`` (any of ``"device"``, ``"process"``, ``"stream"``), ``window`` (a
-    ``read.window.WindowSpec`` or ``Window``: only what starts in it), and the fields of its
-    ``Options``, typed and with their defaults."""
+    ``read.window.WindowSpec``, as ``--from``/``--to``/``--within``/``--skip-first`` give it, or a
+    ``Window``: only what starts in it), and the fields of its ``Options``, typed and with their
+    defaults."""
 
     def __init__(self, trace: Trace):
         self._trace = trace
@@ -66,7 +68,7 @@ def signature(view: views.View) -> inspect.Signature:
     keyword = inspect.Parameter.KEYWORD_ONLY
     params = [
         inspect.Parameter("by", keyword, default=(), annotation=Iterable[str]),
-        inspect.Parameter("window", keyword, default=None, annotation=object),
+        inspect.Parameter("window", keyword, default=None, annotation="WindowSpec | Window | None"),
     ]
     for o in view.options:
         kind = Literal[o.choices] if o.choices else TYPES[o.type]
@@ -83,6 +85,8 @@ def method(view: views.View, trace: Trace) -> Callable[..., pl.LazyFrame]:
         bound = sig.bind(**given)  # an argument the view does not take is a TypeError here
         by, window = bound.arguments.pop("by", ()), bound.arguments.pop("window", None)
         options = views.values(view.name, bound.arguments)  # a value it cannot take is a ValueError here
+        if isinstance(window, WindowSpec):  # resolved now, on the export (its NVTX ranges), not on the empty probe
+            window = resolve(trace, window)
         return trace._table(view.name, tuple(by), **({"window": window} if window is not None else {}), **options)
 
     table.__name__ = table.__qualname__ = view.name

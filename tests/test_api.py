@@ -139,6 +139,11 @@ def test_each_view_is_a_typed_method_made_from_its_options():
     assert_frame_equal(windows.collect(), expected) and expected["start_ns"].n_unique() > 2
     assert_frame_equal(trace.view.idle(longest=3).collect(), trace.view("idle", longest=3).collect())
     assert trace.view.idle(longest=3).collect().height == 6  # 3 per GPU
+    from nsys_tools.read.window import WindowSpec
+
+    second = WindowSpec(within="step=1")  # what --within step=1 gives: the second step of each rank
+    assert_frame_equal(trace.view.kernels(window=second).collect(), view_table([MULTI], "kernels", window=second))
+    assert trace.view.kernels(window=second).collect()["instances"].sum() < trace.view.kernels().collect()["instances"].sum()
     with pytest.raises(TypeError, match="min_gap_ns"):
         trace.view.kernels(min_gap_ns=5)
     with pytest.raises(ValueError, match="below 0"):
