@@ -32,7 +32,8 @@ the next slice needs (a timeline's busy operation, an instance's last end), then
 The rows' text columns travel through that store as integer codes (``codes.Codes``): each name
 is held once, however many operations carry it and however long it is.
 Peak memory is set by ``WINDOW_ROWS``, ``WINDOW_BYTES``, ``BUCKET_BYTES`` and ``SPILL_BYTES``, not by the
-export (and, for ``ranges``, by the number of range instances that launch GPU work).
+export (and, for ``ranges``, by the number of range instances that launch GPU work; where its
+ranges nest deeply, by its operations, held once each: ``views/nested.py``).
 
 Using the cores: each window is read in rowid partitions, one per thread (``Export.select``),
 and the next window is read while this one is bucketed. Pieces run one after another: each sees

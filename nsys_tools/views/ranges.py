@@ -11,6 +11,9 @@ the range (every enclosing range counts it, not only the innermost). Per range i
 * ``level_mean`` and ``children_mean``: how deep the range sits among the ranges that launched
   GPU work on its thread (0 at the top) and how many of them it directly encloses.
 
+Where the ranges nest deeply (more than ``nested.DEEP_LEVELS`` on a thread), the same table is
+computed from the operations and the ranges, without the pairs (``nested.py``).
+
 Instances are summed per range name, domain and style. Ranges that launch no GPU work, end on
 another thread, or are still open at the end of the capture are not listed (nsys lists none of
 them either). With ``--by device`` an instance is projected on each device separately.
@@ -23,8 +26,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from ..read import attribute
 from ..read import frames as events
-from . import View
+from . import View, nested
 from . import stats as metrics
 from .contract import Fold
 
@@ -62,16 +66,44 @@ COLUMNS = (
     "children_mean",
 )
 INSTANCE = ("range_instance", *NAME, "range_start_ns", "range_end_ns")
+_SPAN = (*INSTANCE, "global_tid")
 LAUNCH = ("global_pid", "correlation_id")
 
 
 def read(trace, by: Sequence[str]) -> pl.LazyFrame:
     """Each (GPU operation, enclosing range instance) pair: ``by`` columns, the instance and the
-    operation's times and correlation id."""
+    operation's times and correlation id. Where the ranges nest deeply (``nested.eligible``), one
+    row per operation instead (with its launching call) and one per range (``range_instance`` set,
+    no operation): the pairs would number the operations times the depth."""
+    spans = _spans(trace)
+    if nested.eligible(spans):
+        ops = trace.gpu_ops(attributed=True, ranges=False, columns=[*by, *LAUNCH, *nested.CALL, "start_ns", "end_ns"])
+        return pl.concat([ops.select(*by, *LAUNCH, *nested.CALL, "start_ns", "end_ns"), spans], how="diagonal_relaxed")
     ops = trace.gpu_ops(attributed=True, nesting="all", columns=[*by, *LAUNCH, "start_ns", "end_ns"])
     return ops.filter(pl.col("range_instance").is_not_null() & (pl.col("range_end_ns") < events.NO_END)).select(
         *by, *INSTANCE, *LAUNCH, "start_ns", "end_ns"
     )
+
+
+def _spans(trace) -> pl.LazyFrame:
+    """The ranges that can hold GPU work of this view: those that end, and last unless start/end."""
+    ranges = trace.ranges(attribute.RANGE_INPUT)
+    return ranges.filter(
+        (pl.col("end_ns") < events.NO_END) & ((pl.col("style") == "startend") | (pl.col("end_ns") > pl.col("start_ns")))
+    ).select(*INSTANCE[:-2], "global_tid", range_start_ns="start_ns", range_end_ns="end_ns")
+
+
+def _deep(rows: pl.DataFrame) -> bool:
+    """Whether ``rows`` (``read``'s, or a slice of them) are operations and ranges, not pairs."""
+    return "api_start_ns" in rows.collect_schema().names()
+
+
+def _nested(ops: pl.DataFrame, spans: pl.DataFrame, keys: Sequence[str]) -> pl.LazyFrame:
+    """The partial table of deeply nested ranges, from the operations and the ranges."""
+    found = nested.instances(ops, spans, keys, union_ns)
+    named = found.join(spans.lazy().select(INSTANCE), on="range_instance")
+    launched = spans.lazy().join(found.select("range_instance").unique(), on="range_instance", how="semi")
+    return _summed(named, nested.ancestry(launched), keys)
 
 
 def union_ns(start: str = "start_ns", end: str = "end_ns", covered: str | None = None) -> pl.Expr:
@@ -169,6 +201,10 @@ def nesting(ancestors: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def partial(pairs: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
+    if _deep(pairs):
+        rows = pairs.collect()
+        ranged = pl.col("range_instance").is_not_null()
+        return _nested(rows.filter(~ranged), rows.filter(ranged).select(_SPAN), keys)
     instances = pairs.group_by([*keys, *INSTANCE]).agg(
         start_ns=pl.col("start_ns").min(),
         end_ns=pl.col("end_ns").max(),
@@ -195,7 +231,11 @@ def _summed(instances: pl.LazyFrame, ancestors: pl.LazyFrame, keys: Sequence[str
 
 def split(pairs: pl.LazyFrame, keys: Sequence[str]) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """One piece's (operation, instance) pairs to be ordered by ``start_ns``, each launch's first
-    marked, and its instances: their names, spans and ancestry."""
+    marked, and its instances: their names, spans and ancestry. Deeply nested: the operations, and
+    the ranges."""
+    if _deep(pairs):
+        ranged = pl.col("range_instance").is_not_null()
+        return pairs.filter(~ranged).select(pl.exclude(_SPAN[:-1])), pairs.filter(ranged).select(_SPAN)
     first = pl.col("correlation_id").is_first_distinct().over([*keys, "range_instance"]).cast(pl.Int64)
     rows = pairs.select(*keys, "range_instance", "start_ns", "end_ns", launches=first)
     return rows, ancestry(pairs).join(pairs.select(INSTANCE).unique(), on="range_instance")
@@ -210,6 +250,8 @@ def window(pairs: pl.DataFrame, keys: Sequence[str], state: Fold) -> Fold:
     """Per instance, the aggregates so far (``state.held``) merged with one slice's."""
     if state.held is not None and pairs.is_empty():
         return state
+    if _deep(pairs):  # the operations are kept, and measured once all are in
+        return Fold(held=pairs if state.held is None else pl.concat([state.held, pairs], how="vertical_relaxed", rechunk=False))
     state = state.held
     group = [*keys, "range_instance"]
     lazy = pairs.lazy()
@@ -231,7 +273,11 @@ def window(pairs: pl.DataFrame, keys: Sequence[str], state: Fold) -> Fold:
 
 
 def close(state: Fold, sides: list[pl.DataFrame], keys: Sequence[str]) -> pl.LazyFrame:
-    """The partial table from every slice's aggregates and every piece's ancestry."""
+    """The partial table from every slice's aggregates and every piece's ancestry (deeply nested:
+    from the operations and the ranges)."""
+    if sides and "global_tid" in sides[0].columns:
+        spans = pl.concat(sides, how="vertical_relaxed").unique("range_instance")
+        return _nested(state.held, spans, keys)
     ancestors = pl.concat(sides, how="vertical_relaxed").lazy().unique("range_instance")
     instances = state.held.lazy().join(ancestors.select(INSTANCE), on="range_instance")
     return _summed(instances, ancestors, keys)
