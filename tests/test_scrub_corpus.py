@@ -120,3 +120,14 @@ def test_identity_in_analysis_names_is_listed_and_left(tmp_path):
     raw = path.read_bytes()
     assert f"{name}_10.4.4.4".encode() in raw and b"/data/pkim/x" in raw
     assert _reports(path) == before
+
+
+def test_no_hint_rules_out_a_text_its_pattern_matches():
+    """Each kind skips a text holding none of its hints: never one that its pattern would match."""
+    from nsys_tools.read import identity
+
+    texts = [p.text for p in (*corpus.PROBES, *corpus.SCHEMA_PROBES)] + [corpus.ENVIRONMENT]
+    for kind in identity.KINDS:
+        for text in texts:
+            if any(not kind.keep(m.group()) for m in kind.pattern.finditer(text)):
+                assert any(h in text.lower() for h in kind.hint), (kind.label, text)

@@ -25,6 +25,7 @@ class Kind:
     pattern: re.Pattern
     tag: str = ""  # pseudonym prefix; empty: a secret, replaced by PLACEHOLDER
     keep: Callable[[str], bool] = lambda _: False  # values that are not identity
+    hint: tuple[str, ...] = ()  # lowercase pieces of which any text the pattern matches holds one
 
 
 _NOT_VALUE = r"(?!\[scrubbed\]|<[a-z0-9]+(?:-\d+)?>)"  # already replaced
@@ -54,31 +55,40 @@ def _public(value: str) -> bool:
     return any(value == d or value.endswith("." + d) for d in PUBLIC_DOMAINS)
 
 
-def _k(label: str, pattern: str, tag: str = "", keep: Callable[[str], bool] = lambda _: False) -> Kind:
-    return Kind(label, re.compile(pattern), tag, keep=keep)
+def _k(label: str, pattern: str, tag: str = "", keep: Callable[[str], bool] = lambda _: False, hint: str = "") -> Kind:
+    return Kind(label, re.compile(pattern), tag, keep=keep, hint=tuple(hint.split()))
 
 
 KINDS: tuple[Kind, ...] = (
-    _k("private keys", r"(?P<v>-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$))"),
-    _k("credentials in URLs", r"\b[A-Za-z][A-Za-z0-9+.-]*://(?P<v>(?!\[scrubbed\])[^/\s:@]+:[^/\s@]*)@"),
-    _k("JWTs", r"(?P<v>\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*)"),
-    _k("bearer tokens", rf"(?i)\b(?:Bearer|Basic)\s+{_NOT_VALUE}(?P<v>[A-Za-z0-9._~+/-]{{8,}}=*)"),
+    _k(
+        "private keys", r"(?P<v>-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$))", hint="private"
+    ),
+    _k("credentials in URLs", r"\b[A-Za-z][A-Za-z0-9+.-]*://(?P<v>(?!\[scrubbed\])[^/\s:@]+:[^/\s@]*)@", hint="://"),
+    _k("JWTs", r"(?P<v>\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*)", hint="eyj"),
+    _k("bearer tokens", rf"(?i)\b(?:Bearer|Basic)\s+{_NOT_VALUE}(?P<v>[A-Za-z0-9._~+/-]{{8,}}=*)", hint="bearer basic"),
     _k(
         "keys with known prefixes",
         r"(?P<v>\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_\w{20,}|\bxox[abprse]-[\w-]{10,}"
         r"|\bhf_[A-Za-z0-9]{20,}|\bglpat-[\w-]{20,}|\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{16,}"
         r"|\bAIza[0-9A-Za-z_-]{35}|\bnpm_[A-Za-z0-9]{36}|\bpypi-[A-Za-z0-9_-]{40,}|\bSG\.[\w-]{16,}\.[\w-]{16,})",
+        hint="akia asia gh github_pat_ xox hf_ glpat- sk- aiza npm_ pypi- sg.",
     ),
-    _k("Azure SAS signatures", rf"(?i)(?:^|[?&;\s])(?:sig|AccountKey|SharedAccessKey)={_NOT_VALUE}(?P<v>[^&\s\"';]+)"),
+    _k(
+        "Azure SAS signatures",
+        rf"(?i)(?:^|[?&;\s])(?:sig|AccountKey|SharedAccessKey)={_NOT_VALUE}(?P<v>[^&\s\"';]+)",
+        hint="sig= accountkey= sharedaccesskey=",
+    ),
     _k(
         "credentials after credential words",
         rf"(?i)(?<![A-Za-z0-9])(?:[a-z0-9]+[_-])*{_CREDENTIAL_WORD}[\"']?\s*[:=]\s*[\"']?{_NOT_VALUE}"
         r"(?P<v>(?=[^\s\"',;&}]*\d)(?=[^\s\"',;&}]*[A-Za-z])[^\s\"',;&}]{6,}|[^\s\"',;&}]{12,})",
+        hint="pass secret token key credential",
     ),
     _k(
         "scheduler job and node variables",
         rf"(?<![A-Za-z0-9])(?i:SLURMD?|PBS|LSB|LSF|SGE|COBALT|FLUX)_[A-Za-z0-9_]+[\"']?\s*[:=]\s*[\"']?{_NOT_VALUE}"
         r"""(?P<v>[^\s"',;&]+)""",
+        hint="slurm pbs_ lsb_ lsf_ sge_ cobalt_ flux_",
     ),
     _k(
         "Kubernetes pod and namespace names",
@@ -86,6 +96,7 @@ KINDS: tuple[Kind, ...] = (
         rf"|pod[_ ]name|kube[_-]?namespace)[\"']?\s*[:=/]\s*[\"']?{_NOT_VALUE}(?P<v>[A-Za-z0-9][\w.-]*)"
         rf"|(?<![\w.-])(?P<pod>[a-z0-9](?:[a-z0-9-]*[a-z0-9])?-{_K8S}{{6,10}}-{_K8S}{{5}})(?![\w-])",
         "pod",
+        hint="kube k8s pod namespace -",
     ),
     _k(
         "cloud instance ids",
@@ -94,34 +105,38 @@ KINDS: tuple[Kind, ...] = (
         r"|(?P<azure>/subscriptions/[0-9A-Fa-f-]{36}(?:/[^\s\"']*)?)"
         rf"|\b(?i:instance[_-]?(?:id|name)|vm[_-]?(?:id|name)|resource[_-]?id)[\"']?\s*[:=]\s*[\"']?{_NOT_VALUE}(?P<label>[\w./-]+)",
         "instance",
+        hint="i- ip- projects/ subscriptions/ instance vm resource",
     ),
-    _k("e-mail addresses", r"(?P<v>[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,})", "email"),
+    _k("e-mail addresses", r"(?P<v>[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,})", "email", hint="@"),
     _k(
         "MAC addresses",
         r"(?<![\w:-])(?P<v>[0-9A-Fa-f]{2}([:-])[0-9A-Fa-f]{2}(?:\2[0-9A-Fa-f]{2}){4})(?![\w:-])",
         "mac",
         keep=lambda v: set(v) <= set("0:-"),
+        hint=": -",
     ),
     _k(
         "IPv4 addresses",
         rf"(?<![A-Za-z0-9.])(?P<v>(?:{_OCTET}\.){{3}}{_OCTET})(?![A-Za-z0-9]|\.\d)",
         "ip",
         keep=lambda v: v in ("0.0.0.0", "127.0.0.1", "255.255.255.255"),
+        hint=".",
     ),
     _k(
         "IPv6 addresses",
         rf"(?<![\w:.])(?P<v>{_IPV6})(?![\w:])",
         "ipv6",
         keep=lambda v: not re.search(r"\d", v) or v in ("::1", "::"),
+        hint=":",
     ),
     _k(
         "fully qualified host names",
         rf"(?i)(?<![\w.-])(?P<v>(?:{_LABEL}\.){{2,}}(?:{_PUBLIC_TLD})|(?:{_LABEL}\.)+(?:{_PRIVATE_TLD}))(?![\w-]|\.\w)",
         "fqdn",
         keep=_public,
+        hint=".",
     ),
 )
-SECRET_LABELS = {k.label for k in KINDS if not k.tag}
 
 
 class Pseudonyms:
@@ -149,7 +164,11 @@ def _span(m: re.Match) -> tuple[int, int, str] | None:
     return None
 
 
-def _sub(kind: Kind, text: str, replace: Callable[[str], str]) -> tuple[str, bool]:
+def _sub(kind: Kind, text: str, replace: Callable[[str], str], low: str) -> tuple[str, bool]:
+    """``text`` with ``kind``'s finds replaced; ``low``, its lowercase, rules out most texts at
+    once: a text that holds none of the kind's hints cannot match."""
+    if kind.hint and not any(h in low for h in kind.hint):
+        return text, False
     out, last, hit = [], 0, False
     for m in kind.pattern.finditer(text):
         span = _span(m)
@@ -163,11 +182,12 @@ def _sub(kind: Kind, text: str, replace: Callable[[str], str]) -> tuple[str, boo
 
 def replace(text: str, names: Pseudonyms) -> tuple[str, list[str]]:
     """``text`` with every kind's finds replaced, and the kinds found (in ``KINDS``' order)."""
-    kinds = []
+    kinds, low = [], text.lower()
     for kind in KINDS:
-        text, hit = _sub(kind, text, lambda v, kind=kind: names.of(kind.tag, v))
+        text, hit = _sub(kind, text, lambda v, kind=kind: names.of(kind.tag, v), low)
         if hit:
             kinds.append(kind.label)
+            low = text.lower()
     return text, kinds
 
 
@@ -180,5 +200,5 @@ def hide_secrets(text: str) -> str:
     """``text`` as it may be printed: every secret kind's find shown as ``…``."""
     for kind in KINDS:
         if not kind.tag:
-            text = _sub(kind, text, lambda _: "…")[0]
+            text = _sub(kind, text, lambda _: "…", text.lower())[0]
     return text

@@ -226,6 +226,8 @@ def _url(value: str) -> str:
 
 
 def _paths(value: str) -> str:
+    if "/" not in value and "\\" not in value and "~" not in value:  # no path: most strings
+        return value
     for pattern, home in (HOME_PATHS, HOME_WIN):
         value = pattern.sub(lambda _, home=home: home, value)
     value = SITE_PATHS.sub(_site_path, value)
