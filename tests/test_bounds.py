@@ -1,7 +1,8 @@
 """Bounded by the output, not by the data: ``--window`` refuses more windows than a table holds,
 naming how many the span needs and a window that fits; a sweep folder skips a FIFO or a link to
 ``/dev/zero`` in place of a shape's export or harness record, unread, with a warning, as a plain
-folder does; and the nested-ranges export (tests/nested_ranges.py) is read in bounded memory."""
+folder does; and the nested-ranges export (tests/nested_ranges.py) is read in bounded memory, its
+ranges view included."""
 
 from __future__ import annotations
 
@@ -92,9 +93,17 @@ def test_a_sweep_skips_special_files_unread(tmp_path, what):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", [["report", "{x}", "-f", "csv"], ["timeline", "{x}", "-o", "{out}/t.json"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["report", "{x}", "-f", "csv"],
+        ["timeline", "{x}", "-o", "{out}/t.json"],
+        ["report", "{x}", "--view", "ranges", "-f", "csv"],
+    ],
+)
 def test_nested_ranges_are_read_in_bounded_memory(tmp_path, command):
-    """1,000 nested ranges around 20,193 kernels (20M operation-range pairs), under 400 MB."""
+    """1,000 nested ranges around 20,193 kernels (20M operation-range pairs), under 400 MB: the
+    ranges view too, which every one of those pairs concerns (``views/nested.py``)."""
     from .nested_ranges import build
 
     export = build(tmp_path, levels=1000)
