@@ -212,7 +212,7 @@ class CaptureRunner:
             if harness.unsupported:
                 entry.unsupported = {**(entry.unsupported or {}), **harness.unsupported}
             paths = self.paths(unit)
-            harness_path(work, unit).replace(paths["harness"])
+            shutil.move(str(harness_path(work, unit)), paths["harness"])
             shutil.move(str(sqlite), paths["sqlite"])
             if self.keep_rep:
                 shutil.move(str(report), self.out / report.name)
@@ -249,7 +249,9 @@ class CaptureRunner:
                         self.progress(unit, "skipped", entry.to_json())
                         self.save()
                         continue
-                    work = Path(tempfile.mkdtemp(prefix=f".{unit}.", dir=self.out))
+                    # Scratch lives outside the sweep folder (TMPDIR), so a run killed part way leaves
+                    # nothing hidden inside the folder that gets shared or committed.
+                    work = Path(tempfile.mkdtemp(prefix="nsys-tools-capture-"))
                     self.progress(unit, "profile", entry.to_json())
                     t1 = time.perf_counter()
                     try:

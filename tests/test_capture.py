@@ -105,6 +105,22 @@ def fake_nsys(tmp_path, monkeypatch):
     return fake.install(folder)
 
 
+def test_a_capture_killed_part_way_leaves_nothing_in_the_sweep_folder(fake_nsys, tmp_path, monkeypatch):
+    """Scratch files (the .nsys-rep, the log, the export before it is scrubbed) live outside the
+    sweep folder, so a run stopped between profiling and export leaves no hidden folder in it."""
+    out, seen = tmp_path / "sweep", []
+
+    def stopped(self, unit, report, work, entry):
+        seen.append(work)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SweepRunner, "_finish", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        SweepRunner(SweepSpec(), out, nsys=fake_nsys).run()
+    assert seen and seen[0].exists() and not seen[0].is_relative_to(out)
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
+
+
 @pytest.mark.slow
 def test_sweep_records_failures_and_resumes(fake_nsys, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_FAIL", "1024x2048")
