@@ -18,9 +18,9 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import UsageError
+from ..escape import ANSI
 from ..files import safe_name
 from ..render import charts
-from ..escape import ANSI
 from ..render.tables import escape, grid, us
 from ..views import stats as metrics
 from . import ledger, verdict
