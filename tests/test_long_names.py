@@ -38,18 +38,18 @@ def test_the_ordered_views_spill_numbers_not_names(view, options, tmp_path, monk
     whole export, long name and all."""
     monkeypatch.setattr(chunked, "SPILL_BYTES", 1024)
     monkeypatch.setattr(chunked, "SLICE_BYTES", 1024)
-    read = spill._read
-    spilled = []
+    flush = spill.Spill.flush
+    spilled = {}
 
-    def record(path, batches):
-        frame = read(path, batches)
-        spilled.append((path.name, frame.schema))
-        return frame
+    def record(store):  # each file on disk, as written, before a take reads and deletes it
+        flush(store)
+        for path in (p for paths in store.files.values() for p in paths):
+            spilled.setdefault(path.name, pl.read_ipc_schema(path))
 
-    monkeypatch.setattr(spill, "_read", record)
+    monkeypatch.setattr(spill.Spill, "flush", record)
     ex = open_export(long_name_export(tmp_path, 1))
     got = views.finalize(view, chunked.view_partial(ex, view, [], options).lazy(), []).collect()
-    rows = [schema for name, schema in spilled if name.startswith("rows-")]
+    rows = [schema for name, schema in spilled.items() if name.startswith("rows-")]
     assert len(rows) >= 4
     assert not [s for s in rows if any(t == pl.String or isinstance(t, pl.Categorical) for t in s.values())]
     assert_frame_equal(got, views.table(Trace(ex), view, **options))
