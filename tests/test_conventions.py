@@ -99,5 +99,7 @@ def test_per_file_shares_are_per_file():
     per = pl.read_csv(io.StringIO(runner.invoke(app, ["report", str(NEW), str(MULTI), "-f", "csv", "--per-file"]).stdout))
     sums = per.group_by("file").agg(pl.col("time_pct").sum())["time_pct"]
     assert sums.len() == 2 and ((sums - 100).abs() < 1e-9).all()
-    together = pl.read_csv(io.StringIO(runner.invoke(app, ["report", str(NEW), str(MULTI), "-f", "csv"]).stdout))
+    res = runner.invoke(app, ["report", str(NEW), str(MULTI), "-f", "csv", "--merge"])  # two separate runs, read as one
+    assert res.exit_code == 0, res.stderr
+    together = pl.read_csv(io.StringIO(res.stdout))
     assert abs(together["time_pct"].sum() - 100) < 1e-9
