@@ -159,7 +159,7 @@ def test_compare_noise_from_on_the_command_line(runs):
     args = ["compare", str(runs["a"]), str(runs["slow"]), "--names", "op", "-f", "json"]
     res = CliRunner().invoke(app, [*args, "--noise-from", str(runs["a"]), str(runs["b"])])
     assert res.exit_code == 0, res.output
-    rows = json.loads(res.stdout)
+    rows = json.loads(res.stdout)["rows"]
     assert [r["op"] for r in rows if r["verdict"] == "slower"] == ["aten::mul_"]
     md = CliRunner().invoke(app, [*args[:-2], "--noise-from", str(runs["a"]), str(runs["b"])])
     assert "(from run-a.sqlite against run-b.sqlite, 41 rows, upper 95% bound)" in md.stdout
