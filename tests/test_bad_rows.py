@@ -93,6 +93,16 @@ def _ms(text: str) -> float:
     return float(text.replace(",", ""))
 
 
+def test_a_memcpy_table_without_bytes_leaves_the_kernels_note_and_the_kernels_view(tmp_path):
+    """The note is counted in the kernels view's own pass: a memcpy column that view does not read
+    (bytes) stops neither the view nor the note on its kernels."""
+    statements, note, left_out = CASES["backwards"]
+    path, kernels = _planted(tmp_path, [*statements, f'ALTER TABLE {M} DROP COLUMN "bytes"'])
+    res = CliRunner().invoke(app, ["report", str(path), "-f", "csv"])
+    assert sum(int(r["instances"]) for r in _csv(res)) == kernels - left_out
+    assert [line for line in res.stderr.splitlines() if line.startswith(("Note:", "Error:"))] == [f"Note: {path}: {note}"]
+
+
 def test_a_clean_export_has_no_note(tmp_path):
     path, _ = _planted(tmp_path, [])
     res = CliRunner().invoke(app, ["report", str(path), "-f", "csv"])

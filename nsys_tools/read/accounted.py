@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import polars as pl
 
+from ..errors import MissingColumn
 from . import attribute, badrows, cache
 from . import frames as events
 from . import schema as S
@@ -31,7 +32,8 @@ def counts(trace) -> pl.LazyFrame:
     (``backwards``, left out of the others; ``zero_length``, ``shared_ids``, ``outside``, kept).
     Counts of any subsets of the operations (with their launch calls) merge into those of all
     (``merge``); operations that share a correlation id are in one subset (split by launch)."""
-    ops = trace.gpu_ops(attributed=False, columns=["kind", "global_pid", "correlation_id", "start_ns", "end_ns"])
+    columns = ["kind", "global_pid", "correlation_id", "start_ns", "end_ns"]
+    ops = trace.gpu_ops(attributed=False, columns=columns, kinds=_complete(trace.export))
     calls = events.launch_calls(trace.export, ops, names=False)
     timed = (
         attribute.launches(ops, calls)
@@ -51,6 +53,22 @@ def counts(trace) -> pl.LazyFrame:
     return out.join(bad, on="kind", how="full", coalesce=True).with_columns(
         pl.col("ops", "unlaunched", "untimed", *SUMMED).fill_null(0)
     )
+
+
+def _complete(ex) -> list[str]:
+    """The kinds of operation whose table holds every column a view of them needs: a memcpy or
+    memset table without one (``Export.check_columns``: a memcpy table without ``bytes``) is
+    not counted, so that the note never stops a view that does not read that table; a view
+    that does read it says what is missing."""
+    kinds = ["kernel"]
+    for kind, table in (("memcpy", S.MEMCPY), ("memset", S.MEMSET)):
+        try:
+            if ex.has(table):
+                ex.check_columns(table)
+        except MissingColumn:
+            continue
+        kinds.append(kind)
+    return kinds
 
 
 def merge(parts: pl.DataFrame) -> pl.DataFrame:

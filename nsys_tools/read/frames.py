@@ -149,16 +149,17 @@ def copy_kinds(ex: Export) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"copy_kind": pl.Int64, "copy_kind_name": pl.String}, orient="row")
 
 
-def memops(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
+def memops(ex: Export, columns: Iterable[str] | None = None, kinds: Iterable[str] = ("memcpy", "memset")) -> pl.LazyFrame:
     """Memcpy and memset operations with a start and an end time, every column of both tables
-    (or only ``columns``), with ``kind`` ("memcpy" | "memset"), ``copy_kind`` as text, ``name``
-    as nsys labels them (``[CUDA memcpy Device-to-Host]``, ``[CUDA memset]``) and ``duration_ns``."""
+    (or only ``columns``; only the tables of ``kinds``), with ``kind`` ("memcpy" | "memset"),
+    ``copy_kind`` as text, ``name`` as nsys labels them (``[CUDA memcpy Device-to-Host]``,
+    ``[CUDA memset]``) and ``duration_ns``."""
     wanted = None if columns is None else {*columns, "copy_kind"}
+    tables = [table for table, kind in ((S.MEMCPY, "memcpy"), (S.MEMSET, "memset")) if kind in set(kinds) and ex.has(table)]
     frames = []
-    for table in (S.MEMCPY, S.MEMSET):
-        if ex.has(table):
-            ex.check_columns(table)
-    if ex.has(S.MEMCPY):
+    for table in tables:
+        ex.check_columns(table)
+    if S.MEMCPY in tables:
         frames.append(
             ex.select(S.MEMCPY, fields(ex, S.MEMCPY, S.MEMCPY_FIELDS, wanted), _timed(ex, S.MEMCPY))
             .join(copy_kinds(ex).lazy(), on="copy_kind", how="left")
@@ -169,7 +170,7 @@ def memops(ex: Export, columns: Iterable[str] | None = None) -> pl.LazyFrame:
             .drop("copy_kind_name")
             .with_columns(name=pl.format("[CUDA memcpy {}]", "copy_kind"))
         )
-    if ex.has(S.MEMSET):
+    if S.MEMSET in tables:
         frames.append(
             ex.select(S.MEMSET, fields(ex, S.MEMSET, S.MEMSET_FIELDS, wanted), _timed(ex, S.MEMSET)).with_columns(
                 kind=pl.lit("memset"), copy_kind=pl.lit(None, pl.String), name=pl.lit("[CUDA memset]")

@@ -340,7 +340,7 @@ class Trace:
             if "kernel" in kinds:
                 frames.append(events.kernels(self.export, wanted).with_columns(kind=pl.lit("kernel", KIND)))
             if set(kinds) - {"kernel"}:
-                memops = events.memops(self.export, wanted).filter(pl.col("kind").is_in(kinds))
+                memops = events.memops(self.export, wanted, kinds)
                 frames.append(memops.with_columns(pl.col("kind").cast(KIND)).rename({"name": "label"}))
             ops = self._windowed(
                 pl.concat(frames, how="diagonal_relaxed"), launched=True
