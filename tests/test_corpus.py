@@ -77,3 +77,23 @@ def test_case(name, tmp_path, monkeypatch):
     else:
         assert res.exit_code == 1 and res.stdout.startswith("range,kernel,instances") and len(res.stdout.splitlines()) > 1
         assert case.message in errors[-1] and len(errors) >= 2, res.stderr
+
+
+def test_names_stored_as_blobs_read_as_the_text_they_hold(tmp_path):
+    """Kernel and API names stored as BLOBs of their UTF-8 bytes give every row of the unedited
+    export: the same names and the same numbers."""
+    import sqlite3
+    from contextlib import closing
+
+    (path,) = corpus.CASES["strings-as-blobs"].build(tmp_path)
+    with closing(sqlite3.connect(path)) as con:
+        blobs = con.execute(
+            "SELECT count(*) FROM StringIds WHERE typeof(value) = 'blob' AND id IN"
+            " (SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL UNION SELECT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME)"
+        ).fetchone()[0]
+    assert blobs >= 10  # names the tables below show
+    for view in ("kernels", "api"):
+        got = runner.invoke(app, ["report", path, "--view", view, "-f", "csv"])
+        want = runner.invoke(app, ["report", str(corpus.NEW), "--view", view, "-f", "csv"])
+        assert got.exit_code == 0 and want.exit_code == 0, got.stderr
+        assert got.stdout == want.stdout and got.stdout.count("\n") > 10
