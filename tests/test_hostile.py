@@ -655,3 +655,44 @@ def test_interrupts_stop_within_a_second_and_leave_nothing(tmp_path):
             res = subprocess.run([sys.executable, "-c", _RUN, "--version"], env=env, capture_output=True, timeout=60)
             assert res.returncode == 0 and not list(tmp.iterdir()), list(tmp.iterdir())
     assert left_by_kill > 0  # the kills did leave spill folders behind for the next run to remove
+
+
+_LONG_QUERY = """
+import sys
+from pathlib import Path
+from nsys_tools.files import stop_on_interrupt
+from nsys_tools.read.export import _connect
+stop_on_interrupt()
+con = _connect(Path(sys.argv[1]))
+print("started", flush=True)
+con.execute("WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 1e10) SELECT count(*) FROM n")
+"""
+
+
+def test_sigterm_stops_a_long_query_on_the_main_thread(tmp_path):
+    """A signal's Python handler runs only between Python steps: without a call back into Python,
+    a SIGTERM during a long query waited for the query's end (a quadratic join: minutes)."""
+    import signal
+    import sqlite3
+    import subprocess
+    import time
+
+    export = tmp_path / "empty.sqlite"
+    sqlite3.connect(export).close()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LONG_QUERY, str(export)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    try:
+        assert proc.stdout.readline() == "started\n"
+        time.sleep(0.3)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+        assert time.monotonic() - sent < 1.5
+    finally:
+        proc.kill()
+        proc.wait()

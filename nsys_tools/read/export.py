@@ -487,11 +487,25 @@ def _declared_dtype(declared: str):
     return None
 
 
+SIGNAL_CHECK_STEPS = 100_000  # SQLite's virtual machine steps between two looks for a signal
+
+
+def _keep_going() -> int:
+    """0: let the query go on. Being Python, this call lets a Ctrl-C or SIGTERM's handler run
+    (``files.stop_on_interrupt``), whose ``KeyboardInterrupt`` ends the query."""
+    return 0
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     """A read-only connection. ``mode=ro`` never writes the database or its ``-wal`` (a read-only
     connection cannot checkpoint, so a WAL export's pending rows are read from the ``-wal`` and
-    left there); ``immutable=1`` would skip the ``-wal`` and read stale pages, so it is not used."""
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    left there); ``immutable=1`` would skip the ``-wal`` and read stale pages, so it is not used.
+    A signal's Python handler runs only between Python steps, so a long query on the main thread
+    would hold it (and a SIGTERM) until the query ends; the progress handler calls back into
+    Python every ``SIGNAL_CHECK_STEPS`` steps, where the handler runs and stops the query."""
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    con.set_progress_handler(_keep_going, SIGNAL_CHECK_STEPS)
+    return con
 
 
 def newer_report(export: Path) -> Path | None:
