@@ -5,7 +5,11 @@ at the span's end); the chunks whose operations (kernels, copies, sets and the p
 overhead, summed, so overlapping work counts twice) fill less than ``threshold`` percent (50
 unless given) of them, runs of such chunks joined into one row with their length-weighted mean,
 rounded to one decimal. Twin of ``nsys analyze``'s ``gpu_time_util``: rows numbered by that mean,
-then by length. It is not the whole run's utilization: ``report --view utilization`` is."""
+then by length. It is not the whole run's utilization: ``report --view utilization`` is.
+
+Each operation meets the chunks it overlaps by their numbers (its start's and its last
+nanosecond's, by integer division by the chunk size), an equality SQLite indexes, not a range
+join that scanned every operation of the device for each chunk."""
 
 from __future__ import annotations
 
@@ -42,17 +46,26 @@ def select(export, *, rows=-1, start=None, end=None, nvtx=None, threshold=50, ch
         ops AS ({ops}),
         span AS (
             SELECT pid, deviceId, min(contextId) AS contextId, min(start) AS lo, max(end) AS hi,
+                   (max(end) - min(start) + {int(chunks) - 1}) / {int(chunks)} AS step,
                    CAST((max(end) - min(start) + {int(chunks) - 1}) / {int(chunks)} AS FLOAT) AS size
             FROM ops GROUP BY pid, deviceId),
         chunk AS (
             SELECT n.i, span.pid, span.deviceId, span.contextId, n.i * span.size + span.lo AS a,
                    min(n.i * span.size + span.lo + span.size, span.hi) AS b
             FROM n JOIN span ON n.i * span.size + span.lo < min(n.i * span.size + span.lo + span.size, span.hi)),
+        cut AS (
+            SELECT o.pid, o.deviceId, o.start, o.end,
+                   (o.start - span.lo) / span.step AS first, (o.end - span.lo - 1) / span.step AS last
+            FROM ops AS o JOIN span ON span.pid = o.pid AND span.deviceId = o.deviceId),
+        piece AS (
+            SELECT pid, deviceId, first AS i, start, end FROM cut WHERE first = last
+            UNION ALL
+            SELECT cut.pid, cut.deviceId, n.i, cut.start, cut.end FROM cut JOIN n ON n.i BETWEEN cut.first AND cut.last
+            WHERE cut.first < cut.last),
         used AS (
             SELECT c.i, c.pid, c.deviceId, c.contextId, c.a, c.b, c.b - c.a AS size,
                    sum(CAST(coalesce(min(o.end, c.b) - max(o.start, c.a), 0) AS FLOAT)) / (c.b - c.a) * 100 AS pct
-            FROM chunk AS c LEFT JOIN ops AS o
-                ON o.pid = c.pid AND o.deviceId = c.deviceId AND o.start < c.b AND o.end > c.a
+            FROM chunk AS c LEFT JOIN piece AS o ON o.pid = c.pid AND o.deviceId = c.deviceId AND o.i = c.i
             GROUP BY c.i, c.deviceId, c.pid
             HAVING pct < {int(threshold)}),
         runs AS (SELECT *, i - ROW_NUMBER() OVER (PARTITION BY pid, deviceId ORDER BY i) AS run FROM used),
