@@ -28,6 +28,7 @@ class Run:
 
     paths: Sequence[Path]
     step_options: dict[str, Any] = field(default_factory=dict)
+    read: dict[tuple, Any] = field(default_factory=dict, repr=False)  # view tables, by ``view_key``
 
     @cached_property
     def exports(self) -> list[Export]:
@@ -57,9 +58,21 @@ class Run:
     @cached_property
     def steps(self):
         """The step table (``views.steps``) of the run, and the note that names its source."""
-        from ..run.report import view_table
+        return self.view("steps", **self.step_options)
 
-        return view_table(list(self.paths), "steps", **self.step_options)
+    def view(self, name: str, **options):
+        """The ``name`` view's table over the run (``run.report.view_table``), read once: the
+        rules that need one table, and a caller that already holds it (``hold``), share it."""
+        key = view_key(name, options)
+        if key not in self.read:
+            from ..run.report import view_table
+
+            self.read[key] = view_table(list(self.paths), name, **options)
+        return self.read[key]
+
+    def hold(self, name: str, table, **options) -> None:
+        """Keep ``table``, the ``name`` view over the whole run with ``options``, for ``view``."""
+        self.read[view_key(name, options)] = table
 
     def in_steady(self, pid: int, lo: int, hi: int) -> int:
         """How much of ``[lo, hi)`` falls in rank ``pid``'s steady steps; all of it where the run
@@ -72,3 +85,8 @@ class Run:
         own = steps.filter((pl.col("pid") == pid) & (pl.col("phase") == "steady")).unique("step")
         a, b = pl.col("start_ns"), pl.col("start_ns") + pl.col("duration_ns")
         return int(own.select((pl.min_horizontal(b, hi) - pl.max_horizontal(a, lo)).clip(lower_bound=0).sum()).item())
+
+
+def view_key(name: str, options: dict[str, Any]) -> tuple:
+    """A view and its options as a key (lists as tuples)."""
+    return name, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items()))

@@ -38,7 +38,6 @@ def link(copy_kind: str, major: int | None, memory_bps: int | None) -> tuple[str
 
 def rows(run, **options) -> pl.DataFrame:
     from ..read.trace import Trace
-    from ..run.report import view_table
 
     parts, gpus = [], []
     for ex in run.exports:
@@ -52,7 +51,7 @@ def rows(run, **options) -> pl.DataFrame:
     copies = pl.concat(parts, how="diagonal_relaxed")
     if copies.is_empty():
         return pl.DataFrame()
-    busy = view_table(list(run.paths), "utilization", by=["device", "process"]).select("gpu_id", "pid", "busy_ns")
+    busy = run.view("utilization", by=["device", "process"]).select("gpu_id", "pid", "busy_ns")
     pageable = (pl.col("src_kind") == 0) | (pl.col("dst_kind") == 0)
     table = copies.group_by("pid", "gpu_id", "copy_kind").agg(
         copies=pl.len(),

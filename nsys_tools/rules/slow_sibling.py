@@ -35,9 +35,7 @@ def sibling_key(name: str) -> list[tuple[str, str]]:
 
 
 def rows(run, **options) -> pl.DataFrame:
-    from ..run.report import view_table
-
-    ranges = view_table(list(run.paths), "ranges")
+    ranges = run.view("ranges")
     if ranges.is_empty():
         return pl.DataFrame()
     per = ranges.group_by("range").agg(instances=pl.col("instances").sum(), kernel_ns=pl.col("busy_ns").sum())

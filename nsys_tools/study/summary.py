@@ -150,6 +150,7 @@ def run_summary(files: Sequence[Path], *, window=None, engine=None, steps: dict 
         from ..rules.context import Run
 
         run = Run(files, steps or {})
+        run.hold("ranges", t["ranges"])
         found = [Finding(f.time_ns, f"{escape(f.title)} (`{f.rule}`)") for f in diagnose(run)]
     else:
         found = findings(t)
