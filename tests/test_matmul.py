@@ -98,6 +98,7 @@ def _census(dtype: str, impls: list[str], shape: str = "4096x4096x4096"):
     return {r["impl"]: r for r in census.census(op, shape, [op.impl(i) for i in impls], "sm_90").iter_rows(named=True)}
 
 
+@pytest.mark.census
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["bf16", "tf32"])
 def test_wgmma_kernels_are_what_they_claim(dtype):
@@ -118,6 +119,7 @@ def test_wgmma_kernels_are_what_they_claim(dtype):
         assert base["ld_shared"] == 16  # B^T fragments: 4 k steps x 4 registers per stage
 
 
+@pytest.mark.census
 @pytest.mark.slow
 def test_lineage_and_triton_census():
     rows = _census("bf16", ["simt", "mma", "triton"])
