@@ -98,27 +98,32 @@ def kernels(table: pl.DataFrame, top: int = TOP):
     return _bars(df, "label", "total_ms", f"Top {df.height} kernels by GPU time", "total GPU time, ms", "range", tip)
 
 
-def ranges(table: pl.DataFrame, top: int = TOP):
+def _paired(df: pl.DataFrame, bars: dict[str, pl.Expr], unit: str, x_title: str, title: str):
+    """Two or more bars per labelled row, side by side: ``bars`` maps each bar's legend text to its
+    value in ``unit`` (the column name the chart and its tooltip show)."""
     alt = _alt()
-    df = _labelled(table, "range", top)
-    long = pl.concat(
-        [
-            df.select("label", "instances", ms=pl.col("proj_total_ns") / 1e6, what=pl.lit("projected (first start to last end)")),
-            df.select("label", "instances", ms=pl.col("busy_ns") / 1e6, what=pl.lit("busy (union of its operations)")),
-        ]
-    )
+    long = pl.concat([df.select("label", "instances", value.alias(unit), what=pl.lit(what)) for what, value in bars.items()])
     return (
         alt.Chart(long)
         .mark_bar()
         .encode(
             y=alt.Y("label:N", sort=df["label"].to_list(), title=None, axis=alt.Axis(labelLimit=360)),
             yOffset="what:N",
-            x=alt.X("ms:Q", title="GPU time, ms"),
+            x=alt.X(f"{unit}:Q", title=x_title),
             color=alt.Color("what:N", title=None, legend=alt.Legend(orient="bottom")),
-            tooltip=["label", "what", "instances", alt.Tooltip("ms:Q", format=".3f")],
+            tooltip=["label", "what", "instances", alt.Tooltip(f"{unit}:Q", format=".3f")],
         )
-        .properties(width=WIDTH, height=2 * BAR * max(df.height, 1), title=f"GPU time of the top {df.height} NVTX ranges")
+        .properties(width=WIDTH, height=len(bars) * BAR * max(df.height, 1), title=title)
     )
+
+
+def ranges(table: pl.DataFrame, top: int = TOP):
+    df = _labelled(table, "range", top)
+    bars = {
+        "projected (first start to last end)": pl.col("proj_total_ns") / 1e6,
+        "busy (union of its operations)": pl.col("busy_ns") / 1e6,
+    }
+    return _paired(df, bars, "ms", "GPU time, ms", f"GPU time of the top {df.height} NVTX ranges")
 
 
 def api(table: pl.DataFrame, top: int = TOP):
@@ -327,26 +332,12 @@ def sync(table: pl.DataFrame, top: int = TOP):
 
 def launch(table: pl.DataFrame, top: int = TOP):
     """Per kernel: the median launch call beside the median wait in the queue after it."""
-    alt = _alt()
     df = _labelled(table, "kernel", top)
-    long = pl.concat(
-        [
-            df.select("label", "instances", us=pl.col("api_median_ns") / 1e3, what=pl.lit("launch call (median)")),
-            df.select("label", "instances", us=pl.col("queue_median_ns") / 1e3, what=pl.lit("queued before it ran (median)")),
-        ]
-    )
-    return (
-        alt.Chart(long)
-        .mark_bar()
-        .encode(
-            y=alt.Y("label:N", sort=df["label"].to_list(), title=None, axis=alt.Axis(labelLimit=360)),
-            yOffset="what:N",
-            x=alt.X("us:Q", title="µs"),
-            color=alt.Color("what:N", title=None, legend=alt.Legend(orient="bottom")),
-            tooltip=["label", "what", "instances", alt.Tooltip("us:Q", format=".3f")],
-        )
-        .properties(width=WIDTH, height=2 * BAR * max(df.height, 1), title=f"Launch and queue time, top {df.height} kernels")
-    )
+    bars = {
+        "launch call (median)": pl.col("api_median_ns") / 1e3,
+        "queued before it ran (median)": pl.col("queue_median_ns") / 1e3,
+    }
+    return _paired(df, bars, "us", "µs", f"Launch and queue time, top {df.height} kernels")
 
 
 def nccl(table: pl.DataFrame, top: int = TOP):
