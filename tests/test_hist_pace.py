@@ -3,6 +3,7 @@ ranges view (itself checked against nsys's nvtx_gpu_proj_sum) for histograms of 
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 import nsys_tools
 from nsys_tools.cli import app
 from nsys_tools.run.report import view_table
+from nsys_tools.views import hist
 
 from .cli import CliRunner
 from .conftest import FIXTURES
@@ -42,9 +44,26 @@ def check_hist(table: pl.DataFrame, expected: dict[tuple, np.ndarray], keys: lis
             continue
         counts, edges = np.histogram(values, bins=10, range=(lo, hi))
         assert rows["instances"].to_list() == counts.tolist(), key
-        np.testing.assert_allclose(rows["bin_min_ns"].to_numpy(), edges[:-1])
-        np.testing.assert_allclose(rows["bin_max_ns"].to_numpy(), edges[1:])
+        assert rows["bin_min_ns"].to_list() == edges[:-1].tolist(), key
+        assert rows["bin_max_ns"].to_list() == edges[1:].tolist(), key
         assert rows["share"].sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("engine", ["in-memory", "streaming"])
+def test_bin_edges_are_numpy_linspace_to_the_bit(engine):
+    """Every edge equals numpy.linspace's, bit for bit, on extremes from one nanosecond apart to
+    hours (a value on an edge falls in the bin numpy.histogram gives it), in both Polars engines."""
+    draw = random.Random(34)
+    spans = [
+        (lo, lo + draw.choice([1, 3, 7, 999, draw.randrange(1, 10**13)])) for lo in (draw.randrange(10**13) for _ in range(3000))
+    ]
+    rows = pl.DataFrame(spans, schema={"lo": pl.Int64, "hi": pl.Int64}, orient="row").with_columns(n=pl.lit(hist.BINS, pl.Int64))
+    rows = rows.vstack(pl.DataFrame({"lo": [5, 0], "hi": [5, 10**15], "n": [1, 7]}))  # one bin; another count of bins
+    rows = rows.with_columns(k=pl.int_ranges(0, pl.col("n"))).explode("k")
+    got = hist.edges(rows.lazy(), edge=pl.col("k")).collect(engine=engine)
+    expected = [np.linspace(lo, hi, n + 1)[k].item() for lo, hi, n, k in rows.iter_rows()]
+    assert got["edge"].to_list() == expected
+    assert got["edge"].dtype == pl.Float64
 
 
 @pytest.mark.parametrize("path", EXPORTS, ids=[p.stem for p in EXPORTS])

@@ -128,12 +128,13 @@ def bins_of(merged: pl.LazyFrame, groups: Sequence[str], bins: int = BINS) -> pl
 def edges(frame: pl.LazyFrame, **at: pl.Expr) -> pl.LazyFrame:
     """``frame`` with a column per ``at``: the bin edge for its ``k``, ``lo + k * (hi - lo) / n``
     computed as numpy.linspace computes it (the step, times k, plus lo, each rounded to a double).
-    Computed by numpy: Polars' engines may fuse or reorder the float operations, which moves an
-    edge by a unit in the last place, and a value on the edge into the next bin."""
+    Computed on each batch's columns one operation at a time: in an expression, Polars' engines may
+    fuse or reorder the float operations, which moves an edge by a unit in the last place, and a
+    value on the edge into the next bin."""
 
     def edge(row: pl.Series) -> pl.Series:
-        lo, hi, n, k = (row.struct.field(c).to_numpy().astype(float) for c in ("lo", "hi", "n", "k"))
-        return pl.Series(k * ((hi - lo) / n) + lo, dtype=pl.Float64)
+        lo, hi, n, k = (row.struct.field(c).cast(pl.Float64) for c in ("lo", "hi", "n", "k"))
+        return k * ((hi - lo) / n) + lo
 
     return frame.with_columns(
         pl.struct("lo", "hi", "n", k=k).map_batches(edge, return_dtype=pl.Float64, is_elementwise=True).alias(name)
