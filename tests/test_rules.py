@@ -96,6 +96,8 @@ def test_slow_steps_are_the_sleeping_steps_and_their_cause_is_the_host(torch_a):
     assert found.steps == slow and found.time_ns == sum(int(durations[i - 1] - median) for i in slow)
     # every slow step is one that sleeps 2 ms on the host (steps 1, 4, 7, ... of the loop: 'step <i>', i % 3 == 1)
     assert all((i - 1) % 3 == 1 for i in slow) and "waited for the host" in found.title
+    # the title names them as the user knows them, by their ranges ('step 4'), not by their positions (5)
+    assert f"({', '.join(f'step {i - 1}' for i in slow)})" in found.title
 
 
 def test_step_variance_equals_the_spread_of_the_step_ranges(torch_a):

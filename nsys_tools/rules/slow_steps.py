@@ -92,7 +92,7 @@ def findings(run, table: pl.DataFrame, **options) -> list[Finding]:
             Finding(
                 RULE.name,
                 f"Rank {pid} had {steps.height} slow step{'s' if steps.height > 1 else ''} on GPU {gpu} "
-                f"({listed(numbers)}): {steps['duration_ns'].mean() / 1e6:,.2f} ms against a steady "
+                f"({which(steps)}): {steps['duration_ns'].mean() / 1e6:,.2f} ms against a steady "
                 f"{steps['median_ns'][0] / 1e6:,.2f} ms; {what}{named}, +{grown / 1e6:,.2f} ms a step",
                 extra,
                 device=gpu,
@@ -108,10 +108,19 @@ def findings(run, table: pl.DataFrame, **options) -> list[Finding]:
     return out
 
 
-def listed(numbers: list[int], most: int = 10) -> str:
-    """Step numbers for a title: all of them, or the first ``most`` and how many more."""
-    shown = ", ".join(map(str, numbers[:most]))
-    return shown if len(numbers) <= most else f"{shown} and {len(numbers) - most} more"
+def which(steps: pl.DataFrame) -> str:
+    """The steps for a title, as the user knows them: by their range names where each step has
+    its own (``step 4, step 7``), else by number (``steps 5, 8``: each rank's n-th step)."""
+    names = steps["name"].to_list()
+    if len(set(names)) == len(names):
+        return listed(names)
+    return f"step{'s' if len(names) > 1 else ''} {listed(steps['step'].to_list())}"
+
+
+def listed(items: list, most: int = 10) -> str:
+    """Items for a title: all of them, or the first ``most`` and how many more."""
+    shown = ", ".join(map(str, items[:most]))
+    return shown if len(items) <= most else f"{shown} and {len(items) - most} more"
 
 
 def top_kernel(run, slow: pl.DataFrame) -> str | None:
