@@ -24,7 +24,6 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
-import numpy as np
 import polars as pl
 
 # Deeper than this on some thread, and laminar: the ranges view takes this path.
@@ -97,16 +96,16 @@ def instances(ops: pl.DataFrame, ranges: pl.DataFrame, keys: Sequence[str], unio
     )
     runs = _runs(ops, ranges, keys)
     # A call of the run (or before it) still running when the range closed: expanded into pairs.
-    crosses = pl.Series(ops["reach"].to_numpy()[runs["last"].to_numpy()] > runs["range_end_ns"].to_numpy())
+    crosses = (ops["reach"].gather(runs["last"]) > runs["range_end_ns"]).fill_null(False)
     fast, slow = runs.filter(~crosses), runs.filter(crosses)
-    counted = np.concatenate([[0], np.cumsum(ops["first"].to_numpy(), dtype=np.int64)])
-    first, last = fast["first"].to_numpy(), fast["last"].to_numpy()
-    lo, hi, busy = _sweep(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy(), ops["g"].to_numpy(), first, last)
+    counted = pl.concat([pl.Series([0], dtype=pl.Int64), ops["first"].cast(pl.Int64).cum_sum()])  # before each call
+    first, last = fast["first"], fast["last"]
+    lo, hi, busy = _sweep(*(ops[c].to_list() for c in ("start_ns", "end_ns", "g")), first.to_list(), last.to_list())
     fast = fast.select(*keys, "range_instance").with_columns(
         start_ns=pl.Series(lo, dtype=pl.Int64),
         end_ns=pl.Series(hi, dtype=pl.Int64),
         busy_ns=pl.Series(busy, dtype=pl.Int64),
-        ops=pl.Series(counted[last + 1] - counted[first], dtype=pl.Int64),
+        ops=counted.gather(last + 1) - counted.gather(first),
     )
     pairs = (
         slow.lazy()
@@ -153,13 +152,11 @@ def _runs(ops: pl.DataFrame, ranges: pl.DataFrame, keys: Sequence[str]) -> pl.Da
     )
 
 
-def _sweep(start, end, group, first, last) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _sweep(start: list, end: list, group: list, first: list, last: list) -> tuple[list, list, list]:
     """For each run ``first[k]..last[k]`` of operations (in one group; sorted by ``last``): the
     least start, the greatest end and the length of the union of ``[start, end)``, in one pass."""
     n, m = len(start), len(first)
-    lo, hi, busy = np.zeros(m, np.int64), np.zeros(m, np.int64), np.zeros(m, np.int64)
-    start, end, group = start.tolist(), end.tolist(), group.tolist()
-    first, last = first.tolist(), last.tolist()
+    lo, hi, busy = [0] * m, [0] * m, [0] * m
     tree = [0] * (n + 1)  # Fenwick: the length each operation covers last
 
     def add(i: int, v: int) -> None:
