@@ -21,13 +21,17 @@ TWINS = ("cuda_api_sync", "cuda_memcpy_async", "cuda_memcpy_sync", "cuda_memset_
 runner = CliRunner()
 
 
-def _derived(name: str, tmp: Path) -> Path:
+def _maker(name: str):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, FIXTURES / name / "make.py")
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_"), FIXTURES / name / "make.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.make(tmp / f"{name}.sqlite")
+    return module
+
+
+def _derived(name: str, tmp: Path) -> Path:
+    return _maker(name).make(tmp / f"{name}.sqlite")
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +46,11 @@ def cases(tmp_path_factory) -> list[tuple[Path, Path]]:
         (torch["a"], FIXTURES / "torch-train/analyze/run-a"),
         (torch["slow"], FIXTURES / "torch-train/analyze/run-slow"),
         (_derived("sync-copies", tmp), FIXTURES / "sync-copies/analyze"),
+        (torch["b"], FIXTURES / "torch-train/analyze/run-b"),
+        (FIXTURES / "doubled-launch" / "doubled-launch.sqlite", FIXTURES / "doubled-launch/analyze"),
+        (_derived("nccl-derived", tmp), FIXTURES / "nccl-derived/analyze"),
+        (_maker("deep-nesting").deep(tmp / "deep", 100), FIXTURES / "deep-nesting/analyze"),
+        *((_maker("other-machines").CASES[c](tmp / c), FIXTURES / "other-machines/analyze" / c) for c in ("unlaunched", "untimed")),
     ]
 
 
