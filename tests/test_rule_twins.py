@@ -18,6 +18,7 @@ from .conftest import FIXTURES
 from .torch_train import exports as torch_exports
 
 TWINS = ("cuda_api_sync", "cuda_memcpy_async", "cuda_memcpy_sync", "cuda_memset_sync", "gpu_gaps", "gpu_time_util")
+CUT_AND_UNTIMED = ("unlaunched", "untimed")  # other-machines cases with nsys's csvs
 runner = CliRunner()
 
 
@@ -50,7 +51,7 @@ def cases(tmp_path_factory) -> list[tuple[Path, Path]]:
         (FIXTURES / "doubled-launch" / "doubled-launch.sqlite", FIXTURES / "doubled-launch/analyze"),
         (_derived("nccl-derived", tmp), FIXTURES / "nccl-derived/analyze"),
         (_maker("deep-nesting").deep(tmp / "deep", 100), FIXTURES / "deep-nesting/analyze"),
-        *((_maker("other-machines").CASES[c](tmp / c), FIXTURES / "other-machines/analyze" / c) for c in ("unlaunched", "untimed")),
+        *((_maker("other-machines").CASES[c](tmp / c), FIXTURES / "other-machines/analyze" / c) for c in CUT_AND_UNTIMED),
     ]
 
 
