@@ -5,6 +5,7 @@ how), with the default options and with the options named in the file's name."""
 from __future__ import annotations
 
 import json
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -142,8 +143,10 @@ def test_nvtx_filter_errors_name_the_range():
 
 
 def test_exports_without_newer_columns_are_read(tmp_path):
-    """An export of an nsys older than these columns (greenContextId, srcDeviceId, dstDeviceId,
-    memKind dropped from the copy and set tables): the same rows, those cells empty or unfiltered."""
+    """An export of an nsys older than these columns (greenContextId, srcDeviceId, dstDeviceId
+    dropped from the copy and set tables): the rules read the same rows, those cells empty, for
+    their findings; the csv, nsys analyze's, is empty, as nsys 2024.2 skips such an export, and
+    says which column is missing."""
     import shutil
     import sqlite3
 
@@ -160,3 +163,53 @@ def test_exports_without_newer_columns_are_read(tmp_path):
         module = REGISTRY[name].load()
         reference = (FIXTURES / "sync-copies" / "analyze" / f"{name}.csv").read_text()
         assert analyze.csv_text(module.COLUMNS, module.select(run.exports[0])) == reference, name
+        res = runner.invoke(app, ["diagnose", str(old), "--rule", name, "-f", "csv"])
+        assert res.exit_code == 0 and res.stdout == "", res.output
+        lacks = {"cuda_memcpy_sync": "MEMCPY table has no greenContextId, srcDeviceId, dstDeviceId columns"}
+        assert lacks.get(name, "MEMSET table has no greenContextId column") in res.stderr
+
+
+NO_CUDA = {n: "no CUPTI_ACTIVITY_KIND_RUNTIME table" for n in TWINS[:4]} | {
+    n: "no CUPTI_ACTIVITY_KIND_KERNEL or CUPTI_ACTIVITY_KIND_MEMCPY or CUPTI_ACTIVITY_KIND_MEMSET table" for n in TWINS[4:]
+}
+NO_PID = [f"ALTER TABLE CUPTI_ACTIVITY_KIND_{t} DROP COLUMN globalPid" for t in ("KERNEL", "MEMCPY", "MEMSET")]
+
+
+@pytest.mark.parametrize(
+    ("export", "edits", "skipped"),
+    [
+        ("bad-input/empty.sqlite", [], NO_CUDA),
+        ("bad-input/no-cuda-trace.sqlite", [], NO_CUDA),
+        (
+            "multi-gpu/multi-gpu-nsys2025.3.sqlite",
+            ["DROP TABLE ENUM_CUDA_MEM_KIND"],
+            {n: "no ENUM_CUDA_MEM_KIND table" for n in TWINS[1:4]},
+        ),
+        (
+            "multi-gpu/multi-gpu-nsys2025.3.sqlite",
+            NO_PID,
+            {n: "KIND_MEMCPY table has no globalPid column" for n in TWINS[1:3]}
+            | {"cuda_memset_sync": "KIND_MEMSET table has no globalPid column"}
+            | {n: "KIND_KERNEL table has no globalPid column" for n in TWINS[4:]},
+        ),
+    ],
+)
+def test_a_twin_says_what_the_export_lacks_where_nsys_skips_the_rule(export, edits, skipped, tmp_path):
+    """Where nsys analyze (2024.2) skips a rule for a missing table (or fails on a missing
+    column: globalPid), the twin's csv is empty too, and one line names what is missing; the
+    other twins still give their rows."""
+    import shutil
+    import sqlite3
+
+    path = shutil.copyfile(FIXTURES / export, tmp_path / "x.sqlite")
+    with closing(sqlite3.connect(path)) as con, con:
+        for edit in edits:
+            con.execute(edit)
+    for name in TWINS:
+        res = runner.invoke(app, ["diagnose", str(path), "--rule", name, "-f", "csv"])
+        assert res.exit_code == 0, res.output
+        if name in skipped:
+            assert res.stdout == "" and res.stderr.count("\n") == 1, res.output
+            assert res.stderr.startswith(f"No rows: {name} cannot look at {path}: it") and skipped[name] in res.stderr
+        else:
+            assert "cannot look" not in res.stderr, res.output

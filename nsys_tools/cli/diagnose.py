@@ -94,6 +94,10 @@ def _rows_csv(run, spec, options: dict, files: list[Path]) -> str:
                 raise typer.BadParameter(
                     f"{spec.name} gives nsys analyze's rows, of one export: give one (got {len(files)})", param_hint="PATHS"
                 )
+            why = analyze.lacking(run.exports[0], module.NEEDS)
+            if why is not None:  # nsys analyze skips the rule, writing an empty csv: so does its twin
+                stderr.print(f"No rows: {spec.name} cannot look at {files[0]}: {why}.", markup=False)
+                return ""
             rows = module.select(run.exports[0], **options)
             if not rows:
                 stderr.print(f"No rows: {spec.name} found nothing in {files[0]} ({spec.summary}).", markup=False)

@@ -6,8 +6,10 @@ listing rules imports none of them), and holds:
 
 * ``OPTIONS``: ``{name: (type, default, help)}``, the options ``--rule NAME:option=value`` sets;
 * ``rows(run, **options)``: its table (a Polars DataFrame), what ``--rule NAME --format csv``
-  writes; a twin of an ``nsys analyze`` rule (``twin``) writes instead ``csv(run, **options)``,
-  the text nsys writes;
+  writes; a twin of an ``nsys analyze`` rule (``twin``) writes instead the rows of
+  ``select(export, **options)`` under its ``COLUMNS``, the text nsys writes, and declares
+  ``NEEDS``, the tables and columns nsys's query reads: where the export lacks one, nsys skips
+  the rule, and the twin's csv is empty with a line naming it;
 * ``findings(run, table, **options)``: the ``Finding``s its rows make (none when nothing is
   worth a look).
 

@@ -98,6 +98,38 @@ def scope(export: Export, start: int | None = None, end: int | None = None, nvtx
     )
 
 
+# What a table holds, to say why a rule cannot look where it is missing.
+HOLDS = {
+    "StringIds": "the names",
+    "CUPTI_ACTIVITY_KIND_RUNTIME": "the CUDA API calls",
+    "CUPTI_ACTIVITY_KIND_KERNEL": "the kernels",
+    "CUPTI_ACTIVITY_KIND_MEMCPY": "the memory copies",
+    "CUPTI_ACTIVITY_KIND_MEMSET": "the memory sets",
+    "ENUM_CUDA_MEM_KIND": "the names of memory kinds",
+}
+GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+
+
+def lacking(export: Export, needs: dict) -> str | None:
+    """Why nsys analyze (2024.2) would not run a rule that reads ``needs`` on ``export``, or None.
+
+    ``needs`` maps a table, or a tuple of tables of which one is enough, to the columns the rule's
+    query reads there; nsys checks the tables first (skipping the rule with a message), then the
+    columns (skipping it for ``greenContextId``, failing on any other), so a twin's csv is empty then."""
+    for tables, _ in needs.items():
+        group = (tables,) if isinstance(tables, str) else tables
+        if not any(export.has(t) for t in group):
+            what = " or ".join(HOLDS.get(t, t) for t in group)
+            return f"it holds no {' or '.join(group)} table ({what}: none were traced or exported)"
+    for tables, columns in needs.items():
+        for table in (tables,) if isinstance(tables, str) else tables:
+            gone = [c for c in columns if export.has(table) and c not in export.tables[table]]
+            if gone:
+                named = f"{', '.join(gone)} column{'s' * (len(gone) > 1)}"
+                return f"its {table} table has no {named} (an export of an older nsys; exported again by a recent one, it has)"
+    return None
+
+
 def column(export: Export, table: str, alias: str, name: str) -> str:
     """``alias.name`` where ``table`` has that column, else ``NULL`` (exports of other nsys versions lack some)."""
     return f"{alias}.{name}" if name in export.tables.get(table, ()) else "NULL"
@@ -121,7 +153,7 @@ def gpu_ops(export: Export, within: Scope) -> str | None:
     parts = [
         f"SELECT o.start, o.end, (o.globalPid >> 24) & 16777215 AS pid, o.globalPid AS globalId, o.deviceId, o.contextId "
         f"FROM {table} AS o WHERE o.start > 0 AND {badrows.KEPT} AND {within.where('o', 'globalPid')}"
-        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+        for table in GPU_TABLES
         if export.has(table)
     ]
     if not parts:

@@ -14,6 +14,7 @@ OPTIONS = {
     "process": (int, -1, "only this process id (-1: all)"),
     "thread": (int, -1, "only this thread id (-1: all)"),
 }
+NEEDS = {"StringIds": ("id", "value"), "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "globalTid", "nameId")}
 COLUMNS = (("Duration (ns)", "ns"), ("Start (ns)", "ns"), ("PID", "text"), ("TID", "text"), ("API Name", "text"))
 ADVICE = "Synchronize less: wait on events (cudaStreamWaitEvent) instead of blocking the host; read results back once a step."
 

@@ -12,6 +12,14 @@ from . import analyze as A
 RULE = Rule("cuda_memcpy_async", "asynchronous copies of pageable memory, which run synchronously", twin="cuda_memcpy_async")
 
 OPTIONS = dict(A.COMMON)
+# nsys analyze's tables and columns (``analyze.lacking``); ``copies`` reads those it can.
+COPY = ("start", "end", "srcKind", "dstKind", "bytes", "globalPid", "deviceId", "contextId", "greenContextId", "streamId")
+NEEDS = {
+    "StringIds": ("id", "value"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("nameId", "correlationId"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (*COPY, "correlationId", "copyKind"),
+    "ENUM_CUDA_MEM_KIND": ("id", "label"),
+}
 COLUMNS = (
     ("Duration (ns)", "ns"),
     ("Start (ns)", "ns"),

@@ -8,10 +8,12 @@ from __future__ import annotations
 from . import Finding, Rule
 from . import analyze as A
 from .cuda_memcpy_async import COLUMNS, copies, per_device
+from .cuda_memcpy_async import NEEDS as ASYNC
 
 RULE = Rule("cuda_memcpy_sync", "synchronous copies that block the host", twin="cuda_memcpy_sync")
 
 OPTIONS = dict(A.COMMON)
+NEEDS = {**ASYNC, "CUPTI_ACTIVITY_KIND_MEMCPY": (*ASYNC["CUPTI_ACTIVITY_KIND_MEMCPY"], "srcDeviceId", "dstDeviceId")}
 ADVICE = "Use cudaMemcpyAsync on a stream (from pinned memory), so the host goes on launching while the copy runs."
 
 

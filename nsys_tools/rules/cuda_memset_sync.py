@@ -13,6 +13,13 @@ from .cuda_memcpy_async import per_device
 RULE = Rule("cuda_memset_sync", "synchronous sets of pinned or managed memory", twin="cuda_memset_sync")
 
 OPTIONS = dict(A.COMMON)
+SET = ("start", "end", "memKind", "bytes", "globalPid", "deviceId", "contextId", "greenContextId", "streamId", "correlationId")
+NEEDS = {
+    "StringIds": ("id", "value"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("nameId", "correlationId"),
+    "CUPTI_ACTIVITY_KIND_MEMSET": SET,
+    "ENUM_CUDA_MEM_KIND": ("id", "label"),
+}
 COLUMNS = (*COPIES[:2], ("Memory Kind", "text"), *COPIES[4:])  # a copy's, its two memory kinds made one
 ADVICE = "Use cudaMemsetAsync on a stream, so the host does not wait for the set."
 

@@ -15,6 +15,7 @@ from . import analyze as A
 RULE = Rule("gpu_gaps", "GPU idle longer than a threshold", twin="gpu_gaps")
 
 OPTIONS = {**A.COMMON, "gap": (int, 500, "the shortest gap listed, in ms")}
+NEEDS = {A.GPU_TABLES: ("start", "end", "globalPid", "deviceId", "contextId")}
 COLUMNS = (
     ("Row#", "text"),
     ("Duration (ns)", "ns"),

@@ -23,6 +23,7 @@ OPTIONS = {
     "threshold": (int, 50, "list chunks used less than this percentage"),
     "chunks": (int, 30, "equal chunks per process and device (1 to 1000)"),
 }
+NEEDS = {A.GPU_TABLES: ("start", "end", "globalPid", "deviceId", "contextId")}
 COLUMNS = (
     ("Row#", "text"),
     ("In-Use (%)", "%"),
