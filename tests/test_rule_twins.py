@@ -51,6 +51,7 @@ def cases(tmp_path_factory) -> list[tuple[Path, Path]]:
         (torch["b"], FIXTURES / "torch-train/analyze/run-b"),
         (FIXTURES / "doubled-launch" / "doubled-launch.sqlite", FIXTURES / "doubled-launch/analyze"),
         (_derived("nccl-derived", tmp), FIXTURES / "nccl-derived/analyze"),
+        (_derived("several-contexts", tmp), FIXTURES / "several-contexts/analyze"),
         (_maker("deep-nesting").deep(tmp / "deep", 100), FIXTURES / "deep-nesting/analyze"),
         *((_maker("other-machines").CASES[c](tmp / c), FIXTURES / "other-machines/analyze" / c) for c in CUT_AND_UNTIMED),
     ]

@@ -145,11 +145,20 @@ def limit(rows: int) -> str:
     return "" if rows is None or rows < 0 else f" LIMIT {int(rows)}"
 
 
+# A (process, device)'s span. With these two aggregates, in this order, SQLite takes a bare
+# column (``contextId``) from the first row on which ``max(end)`` is reached.
+SPAN = "min(start) AS lo, max(end) AS hi"
+
+
 def gpu_ops(export: Export, within: Scope) -> str | None:
     """The SQL of every timed GPU operation (kernels, copies, sets; ``start > 0``; none that ends
     before it starts, as everywhere: ``read.badrows``) as ``start,
     end, pid, globalId, deviceId, contextId``, with the profiler's CUDA overhead inside each
-    (process, device)'s span added as operations of that device; None without any of the tables."""
+    (process, device)'s span added as operations of that device; None without any of the tables.
+
+    The overhead takes the ``globalId`` and ``contextId`` of the span's operation that ends last
+    (the first of them, in the tables' order): SQLite's bare columns beside ``min(start)`` and
+    then ``max(end)``, as nsys takes them (``SPAN``); a device can hold several contexts."""
     parts = [
         f"SELECT o.start, o.end, (o.globalPid >> 24) & 16777215 AS pid, o.globalPid AS globalId, o.deviceId, o.contextId "
         f"FROM {table} AS o WHERE o.start > 0 AND {badrows.KEPT} AND {within.where('o', 'globalPid')}"
@@ -164,8 +173,7 @@ def gpu_ops(export: Export, within: Scope) -> str | None:
     names = ", ".join(f"'{n}'" for n in CUDA_OVERHEAD)
     return f"""
         WITH g AS ({ops}),
-        span AS (SELECT pid, deviceId, min(start) AS lo, max(end) AS hi, min(globalId) AS globalId, min(contextId) AS contextId
-                 FROM g GROUP BY pid, deviceId)
+        span AS (SELECT pid, deviceId, {SPAN}, globalId, contextId FROM g GROUP BY deviceId, pid)
         SELECT p.start, p.end, span.pid, span.globalId, span.deviceId, span.contextId
         FROM PROFILER_OVERHEAD AS p JOIN StringIds AS n ON n.id = p.nameId
         JOIN span ON span.pid = (p.globalTid >> 24) & 16777215 AND p.start > span.lo AND p.end < span.hi

@@ -46,10 +46,10 @@ def select(export, *, rows=-1, start=None, end=None, nvtx=None, threshold=50, ch
         WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < {int(chunks)}),
         ops AS ({ops}),
         span AS (
-            SELECT pid, deviceId, min(contextId) AS contextId, min(start) AS lo, max(end) AS hi,
+            SELECT pid, deviceId, {A.SPAN}, contextId,
                    (max(end) - min(start) + {int(chunks) - 1}) / {int(chunks)} AS step,
                    CAST((max(end) - min(start) + {int(chunks) - 1}) / {int(chunks)} AS FLOAT) AS size
-            FROM ops GROUP BY pid, deviceId),
+            FROM ops GROUP BY deviceId, pid),
         chunk AS (
             SELECT n.i, span.pid, span.deviceId, span.contextId, n.i * span.size + span.lo AS a,
                    min(n.i * span.size + span.lo + span.size, span.hi) AS b
