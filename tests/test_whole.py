@@ -134,6 +134,17 @@ def test_training_runs_compare_per_step_with_the_slowed_operator_found(torch_run
     assert "vectorized_elementwise_kernel" in mul["kernel"] and mul["mode"] is None
     assert mul["verdict"] == "slower" and 10 < mul["ratio"] < 11
     assert mul["new_per_unit_ns"] == pytest.approx(mul["new_calls"] * mul["new_median_ns"] / 24, rel=0.05)
+    # the row that moved the step most comes first, and the sentence names it as the kernel time's change
+    moved = [abs((r["new_per_unit_ns"] or 0) - (r["base_per_unit_ns"] or 0)) for r in doc["rows"]]
+    assert doc["rows"][0] == mul and moved == sorted(moved, reverse=True)
+    more = (mul["new_per_unit_ns"] - mul["base_per_unit_ns"]) / 1e3
+    assert run["sentence"].endswith(f"kernel time, most of it aten::mul_ / vectorized_elementwise_kernel<…> (+{more:.3g} µs a step, {mul['ratio']:.3g}x the base's median call).")
+
+
+def test_two_runs_of_one_build_name_no_kernel(torch_runs):
+    """Runs A and B are the same program and build: kernel time is unchanged, and no row is named for it."""
+    run = run_json(torch_runs["a"], torch_runs["b"])["run"]
+    assert run["sentence"].endswith("kernel time unchanged.") and "most of it" not in run["sentence"]
 
 
 def bimodal(tmp_path: Path, source: Path, name: str, long_calls: int) -> Path:
@@ -170,7 +181,7 @@ def test_a_kernel_with_two_modes_is_compared_mode_by_mode(torch_runs, tmp_path):
     assert len(modes(calls["new"])) == 1
     assert statistics.median(calls["new"]) > 10 * statistics.median(calls["base"])  # the median of all calls flips
     doc = run_json(base, new)
-    rows = [r for r in doc["rows"] if "softmax_warp_forward" in r["kernel"]]
+    rows = sorted((r for r in doc["rows"] if "softmax_warp_forward" in r["kernel"]), key=lambda r: r["mode"])
     assert [(r["mode"], r["base_calls"], r["new_calls"]) for r in rows] == [("1 of 2", 14, 10), ("2 of 2", 10, 14)]
     assert {r["verdict"] for r in rows} == {"not distinguishable"}
     assert all(0.95 < r["ratio"] < 1.05 for r in rows)

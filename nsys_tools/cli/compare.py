@@ -129,6 +129,7 @@ def compare(
     Exit code 0, or 3 with --fail-on-regression when a row is slower by that much.
     """
     from ..study import compare as C
+    from ..study import whole as W
 
     _noise_sources(session_noise, noise_from, ledger)
     calibration = list(noise_from or ())
@@ -147,7 +148,8 @@ def compare(
     method = C.method(a, b, session_sd, source)
     for line in C.differences(a, b):
         stderr.print(f"Warning: the captures differ in {line}", markup=False)
-    _write(_compared(a, b, table, method, run and run[0], fmt), target)
+    figures = run and W.explained(run[0], table, a.keys)
+    _write(_compared(a, b, table, method, figures, fmt), target)
     if fail_on_regression is not None:
         _fail_on_regression(table, a.keys, fail_on_regression)
 

@@ -236,7 +236,8 @@ def compare(
     """One row per key on either side (per mode, where one side's calls split into modes: the
     base's, else the new's, split both sides): medians, p10 and p90 of the calls,
     calls, total per unit (``units``: how many units of work, steps or seconds, each side
-    ran), ratio NEW/BASE of medians with its interval, and verdict."""
+    ran), ratio NEW/BASE of medians with its interval, and verdict. With ``units``, the rows
+    whose total per unit moved most come first; else in the base's order."""
     if base.keys != new.keys:
         raise BadExport(
             new.path, "holds ranges of another kind than the base", "compare sweeps with sweeps, or exports with exports"
@@ -258,7 +259,11 @@ def compare(
     schema |= {f"{side}_{k}": pl.Float64 for side in ("base", "new") for k in SPREAD}
     schema |= {"base_per_unit_ns": pl.Float64, "new_per_unit_ns": pl.Float64}
     schema |= {"clusters": pl.String, "ratio": pl.Float64, "ci_lo": pl.Float64, "ci_hi": pl.Float64, "verdict": pl.String}
-    return pl.DataFrame(rows, schema=schema).select(*schema)
+    table = pl.DataFrame(rows, schema=schema).select(*schema)
+    if units:  # runs: the rows that moved the time per unit most come first
+        moved = (pl.col("new_per_unit_ns").fill_null(0) - pl.col("base_per_unit_ns").fill_null(0)).abs()
+        table = table.sort(moved, descending=True, maintain_order=True)
+    return table
 
 
 def _split(g: pl.DataFrame | None, cuts: list[float]) -> list[pl.DataFrame | None]:

@@ -266,6 +266,30 @@ def sentence(total: dict, unit: str) -> str:
     return f"{head}: {', '.join(parts) + '; ' if parts else ''}{kernel}."
 
 
+def explained(run: RunComparison, rows: pl.DataFrame, keys: Sequence[str]) -> RunComparison:
+    """``run`` with its sentence naming the row (``compare.compare``'s, per unit) that moved
+    kernel time most, where kernel time moved and one row holds at least half of the move."""
+    a, b = run.total.get("base"), run.total.get("new")
+    if not a or not b or "per_unit" not in a or rows.is_empty():
+        return run
+    dk = b["per_unit"]["compute_ns"] - a["per_unit"]["compute_ns"]
+    if abs(dk) < SAME * max(a["per_unit"]["compute_ns"], 1):
+        return run
+    moved = rows.with_columns(d=pl.col("new_per_unit_ns").fill_null(0) - pl.col("base_per_unit_ns").fill_null(0))
+    top = moved.filter(pl.col("d") * dk > 0).sort(pl.col("d").abs(), descending=True, maintain_order=True).head(1)
+    if top.is_empty() or abs(top["d"][0]) < 0.5 * abs(dk):
+        return run
+    from ..render.tables import shorten
+
+    r = top.row(0, named=True)
+    what = " / ".join(shorten(str(r[k])) for k in keys if r.get(k) not in (None, ""))
+    how = f", {r['ratio']:.3g}x the base's median call" if r["ratio"] is not None else f", {r['verdict']}"
+    per = "a second" if run.unit == "second" else f"a {run.unit}"
+    clause = f", most of it {what} ({r['d'] / 1e3:+.3g} µs {per}{how})"
+    sentence = run.sentence[:-1] + clause + "." if run.sentence.endswith(".") else run.sentence
+    return RunComparison(run.unit, run.devices, run.total, sentence, run.source)
+
+
 def markdown(run: RunComparison) -> str:
     """The run figures as a table: per device and in total, base, new and the change, per unit."""
     from ..render.tables import escape, grid
