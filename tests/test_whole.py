@@ -138,7 +138,8 @@ def test_training_runs_compare_per_step_with_the_slowed_operator_found(torch_run
     moved = [abs((r["new_per_unit_ns"] or 0) - (r["base_per_unit_ns"] or 0)) for r in doc["rows"]]
     assert doc["rows"][0] == mul and moved == sorted(moved, reverse=True)
     more = (mul["new_per_unit_ns"] - mul["base_per_unit_ns"]) / 1e3
-    named = f"most of it aten::mul_ / vectorized_elementwise_kernel<…> (+{more:.3g} µs a step, {mul['ratio']:.3g}x the base's median call)."
+    named = "most of it aten::mul_ / vectorized_elementwise_kernel<…> "
+    named += f"(+{more:.3g} µs a step, {mul['ratio']:.3g}x the base's median call)."
     assert run["sentence"].endswith(f"kernel time, {named}")
 
 
