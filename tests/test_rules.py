@@ -162,6 +162,37 @@ def test_launch_bound_counts_kernels_shorter_than_their_launch_call():
         assert row["waited_ns"] == steps.filter(pl.col("idle_host_ns") * 4 > pl.col("duration_ns"))["idle_host_ns"].sum()
 
 
+def test_launch_bound_leaves_kernels_of_one_shared_launch_out_of_the_short_count(tmp_path):
+    """A CUDA graph's kernels share the correlation id of one cudaGraphLaunch call: compared with
+    that call they would all look short. Derived: five kernels of one rank given one launch's id."""
+    import shutil
+
+    path = tmp_path / "graph-like.sqlite"
+    shutil.copy(MULTI, path)
+    with sqlite3.connect(path) as con:
+        (pid, first) = con.execute(
+            "SELECT globalPid, min(correlationId) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY globalPid ORDER BY globalPid LIMIT 1"
+        ).fetchone()
+        con.execute(
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = ? WHERE rowid IN (SELECT rowid FROM "
+            "CUPTI_ACTIVITY_KIND_KERNEL WHERE globalPid = ? ORDER BY start LIMIT 5)",
+            (first, pid),
+        )
+    table = rows_of(Run([path]), "launch_bound").filter(pl.col("pid") == (pid >> 24) & 0xFFFFFF)
+    (row,) = table.iter_rows(named=True)
+    (short,) = sql(
+        path,
+        "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r"
+        " ON r.correlationId = k.correlationId AND r.globalTid >> 24 = k.globalPid >> 24"
+        " WHERE k.globalPid = ? AND k.correlationId != ? AND k.end - k.start < r.end - r.start",
+        pid,
+        first,
+    )[0]
+    assert (row["kernels"], row["in_shared_launches"], row["shorter_than_launch"]) == (39, 5, short)
+    (found,) = [f for f in diagnose(Run([path]), ["launch_bound"]) if f.rank == row["pid"]]
+    assert "of its 34 kernels ran shorter than their launch call (5 more ran in launches of several kernels" in found.title
+
+
 def test_copies_sum_bytes_and_time_per_direction():
     table = rows_of(Run([MULTI]), "copies")
     want = sql(

@@ -1,7 +1,9 @@
 """Launch-bound stretches: steady steps in which the GPU sat idle with nothing queued (``steps``'
 ``idle_host_ns``: the next operation's launch call had not returned when the device went idle)
 for more than ``share`` percent (25 unless given) of the step, and how many of the rank's kernels
-ran shorter than the call that launched them."""
+ran shorter than the call that launched them. That comparison holds only for a kernel launched by a
+call of its own: the kernels of a CUDA graph (or any launch that started several) share one call,
+say ``cudaGraphLaunch``, so they are counted apart (``in_shared_launches``) and never as short."""
 
 from __future__ import annotations
 
@@ -41,10 +43,14 @@ def short_kernels(run) -> pl.DataFrame:
             attributed=True,
             ranges=False,
             kinds=["kernel"],
-            columns=["pid", "gpu_id", "start_ns", "end_ns", "api_start_ns", "api_end_ns"],
+            columns=["pid", "gpu_id", "start_ns", "end_ns", "api_start_ns", "api_end_ns", "global_pid", "correlation_id"],
         )
-        shorter = (pl.col("end_ns") - pl.col("start_ns")) < (pl.col("api_end_ns") - pl.col("api_start_ns"))
-        parts.append(ops.group_by("pid", "gpu_id").agg(kernels=pl.len(), shorter_than_launch=shorter.sum()).collect())
+        shared = pl.len().over("global_pid", "correlation_id") > 1
+        shorter = ~shared & ((pl.col("end_ns") - pl.col("start_ns")) < (pl.col("api_end_ns") - pl.col("api_start_ns")))
+        per_line = ops.group_by("pid", "gpu_id").agg(
+            kernels=pl.len(), shorter_than_launch=shorter.sum(), in_shared_launches=shared.sum()
+        )
+        parts.append(per_line.collect())
     return pl.concat(parts).with_columns(pl.col("pid").cast(pl.Int64), pl.col("gpu_id").cast(pl.Int64))
 
 
@@ -52,11 +58,10 @@ def findings(run, table: pl.DataFrame, **options) -> list[Finding]:
     out = []
     for r in table.iter_rows(named=True):
         n = len(r["steps"])
-        short = (
-            f"; {r['shorter_than_launch']} of its {r['kernels']} kernels ran shorter than their launch call"
-            if r["kernels"]
-            else ""
-        )
+        own = (r["kernels"] or 0) - (r["in_shared_launches"] or 0)
+        short = f"; {r['shorter_than_launch']} of its {own} kernels ran shorter than their launch call" if own else ""
+        if r["in_shared_launches"]:
+            short += f" ({r['in_shared_launches']} more ran in launches of several kernels, such as CUDA graphs)"
         out.append(
             Finding(
                 RULE.name,
