@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 import shutil
 import sqlite3
@@ -95,12 +96,15 @@ def _ms(text: str) -> float:
 
 def test_a_memcpy_table_without_bytes_leaves_the_kernels_note_and_the_kernels_view(tmp_path):
     """The note is counted in the kernels view's own pass: a memcpy column that view does not read
-    (bytes) stops neither the view nor the note on its kernels."""
+    (bytes) stops neither the view nor the note on its kernels, which says the copies' sizes are
+    unknown."""
     statements, note, left_out = CASES["backwards"]
     path, kernels = _planted(tmp_path, [*statements, f'ALTER TABLE {M} DROP COLUMN "bytes"'])
     res = CliRunner().invoke(app, ["report", str(path), "-f", "csv"])
     assert sum(int(r["instances"]) for r in _csv(res)) == kernels - left_out
-    assert [line for line in res.stderr.splitlines() if line.startswith(("Note:", "Error:"))] == [f"Note: {path}: {note}"]
+    unsized = "3 of 3 memcpys record no byte count: their sizes and bandwidths are unknown, their times counted"
+    notes = [line for line in res.stderr.splitlines() if line.startswith(("Note:", "Error:"))]
+    assert notes == [f"Note: {path}: {unsized}; {note}"]
 
 
 def test_a_clean_export_has_no_note(tmp_path):
@@ -124,3 +128,47 @@ def test_times_of_other_types_are_refused_not_left_out(change, command, tmp_path
     assert res.exit_code == 1 and "Traceback" not in res.output
     errors = [line for line in res.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and errors[0].startswith(f"Error: {path}: holds values of unexpected types"), res.stderr
+
+
+def _without_bytes(tmp_path, how: str):
+    """The two-GPU export with no byte count on its copies: the column dropped ("absent"), or,
+    its NOT NULL constraint dropped (SQLite's documented schema edit), NULL on every other
+    copy ("null")."""
+    path = tmp_path / f"{how}.sqlite"
+    shutil.copyfile(FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite", path)
+    con = sqlite3.connect(path, isolation_level=None)
+    if how == "absent":
+        con.execute(f'ALTER TABLE {M} DROP COLUMN "bytes"')
+    else:
+        version = con.execute("PRAGMA schema_version").fetchone()[0]
+        con.execute("PRAGMA writable_schema = ON")
+        con.execute(
+            "UPDATE sqlite_master SET sql = replace(sql, 'bytes                       INTEGER   NOT NULL', 'bytes INTEGER') "
+            f"WHERE name = '{M}'"
+        )
+        con.execute(f"PRAGMA schema_version = {version + 1}")
+        con.execute("PRAGMA writable_schema = OFF")
+        con.close()
+        con = sqlite3.connect(path, isolation_level=None)
+        con.execute(f"UPDATE {M} SET bytes = NULL WHERE rowid % 2 = 0")
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize(("how", "unsized", "said"), [("absent", 32, "of unknown size"), ("null", 16, "with no byte count")])
+def test_copies_without_a_byte_count_are_reported_and_named(how, unsized, said, tmp_path):
+    """summary reports what it can where copies record no byte count, and one note says how many
+    (it exited 1 on both: a TypeError on NULL bytes, a missing column where bytes is absent);
+    the copies rule still finds the copies that dominate, saying what it does not know."""
+    path = _without_bytes(tmp_path, how)
+    res = CliRunner().invoke(app, ["summary", str(path)])
+    assert res.exit_code == 0, res.output
+    assert "Run summary" in res.stdout and "| 0 NVIDIA H200 |" in res.stdout
+    notes = [line for line in res.stderr.splitlines() if line.startswith(("Note:", "Error:"))]
+    assert notes == [
+        f"Note: {path}: {unsized} of 32 memcpys record no byte count: their sizes and bandwidths are unknown, their times counted"
+    ]
+    found = CliRunner().invoke(app, ["diagnose", str(path), "--rule", "copies", "-f", "json"])
+    titles = [f["title"] for f in json.loads(found.stdout)["findings"]]
+    assert len(titles) == 2 and all(t.startswith("Host-to-Device copies took 6") and said in t for t in titles), titles

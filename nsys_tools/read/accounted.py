@@ -20,7 +20,7 @@ from . import attribute, badrows, cache
 from . import frames as events
 from . import schema as S
 
-KEY = "accounting v4"
+KEY = "accounting v5"
 SUMMED = badrows.COLUMNS  # counted per part and summed
 LOST_WORDS = ("lost", "dropped", "discarded", "overflow")  # diagnostics that say records are missing
 
@@ -28,11 +28,12 @@ LOST_WORDS = ("lost", "dropped", "discarded", "overflow")  # diagnostics that sa
 def counts(trace) -> pl.LazyFrame:
     """Per kind of GPU operation in ``trace``: ``ops``, ``unlaunched``, ``first_op_ns`` (of those
     with a start and an end time), ``first_launch_ns`` (the first call that launched one of
-    them), ``untimed`` (those without a time), and the bad rows ``read.badrows`` names
+    them), ``untimed`` (those without a time), ``unsized`` (copies and sets whose bytes are
+    NULL, or not in the export), and the bad rows ``read.badrows`` names
     (``backwards``, left out of the others; ``zero_length``, ``shared_ids``, ``outside``, kept).
     Counts of any subsets of the operations (with their launch calls) merge into those of all
     (``merge``); operations that share a correlation id are in one subset (split by launch)."""
-    columns = ["kind", "global_pid", "correlation_id", "start_ns", "end_ns"]
+    columns = ["kind", "global_pid", "correlation_id", "start_ns", "end_ns", "bytes"]
     ops = trace.gpu_ops(attributed=False, columns=columns, kinds=_complete(trace.export))
     calls = events.launch_calls(trace.export, ops, names=False)
     timed = (
@@ -41,6 +42,7 @@ def counts(trace) -> pl.LazyFrame:
         .agg(
             ops=pl.len().cast(pl.Int64),
             unlaunched=pl.col("api_start_ns").is_null().sum().cast(pl.Int64),
+            unsized=(pl.col("bytes").is_null() & (pl.col("kind") != "kernel")).sum().cast(pl.Int64),
             first_op_ns=pl.col("start_ns").min(),
             first_launch_ns=pl.col("api_start_ns").min(),
         )
@@ -51,7 +53,7 @@ def counts(trace) -> pl.LazyFrame:
     bad = badrows.counts(ops, badrows.capture(trace.export)).with_columns(pl.col("kind").cast(pl.String))
     out = timed.join(untimed, on="kind", how="full", coalesce=True).join(backwards, on="kind", how="full", coalesce=True)
     return out.join(bad, on="kind", how="full", coalesce=True).with_columns(
-        pl.col("ops", "unlaunched", "untimed", *SUMMED).fill_null(0)
+        pl.col("ops", "unlaunched", "unsized", "untimed", *SUMMED).fill_null(0)
     )
 
 
@@ -75,7 +77,7 @@ def merge(parts: pl.DataFrame) -> pl.DataFrame:
     """``counts`` of several parts of one export, as those of the whole."""
     return (
         parts.group_by("kind")
-        .agg(pl.col("ops", "unlaunched", "untimed", *SUMMED).sum(), pl.col("first_op_ns", "first_launch_ns").min())
+        .agg(pl.col("ops", "unlaunched", "unsized", "untimed", *SUMMED).sum(), pl.col("first_op_ns", "first_launch_ns").min())
         .sort("kind")
     )
 
@@ -133,11 +135,13 @@ def note(name: str, counted: pl.DataFrame) -> str | None:
     if counted.is_empty():
         return None
     rows = {r["kind"]: r for r in counted.iter_rows(named=True)}
-    parts, untimed, untimed_ops = [], [], 0
+    parts, untimed, untimed_ops, unsized = [], [], 0, []
     for kind in ("kernel", "memcpy", "memset"):
         r = rows.get(kind)
         if r and r["unlaunched"]:
             parts.append(f"{r['unlaunched']:,} of {_count(r['ops'], kind)}")
+        if r and r.get("unsized"):
+            unsized.append(f"{r['unsized']:,} of {_count(r['ops'], kind)}")
         if r and r["untimed"]:
             untimed.append(_count(r["untimed"], kind))
             untimed_ops += r["untimed"]
@@ -158,6 +162,8 @@ def note(name: str, counted: pl.DataFrame) -> str | None:
         one = untimed_ops == 1
         listed = ", ".join(untimed[:-1]) + " and " + untimed[-1] if len(untimed) > 1 else untimed[0]
         said.append(f"{listed} {'has' if one else 'have'} no start or end time and {'is' if one else 'are'} not counted")
+    if unsized:
+        said.append(f"{' and '.join(unsized)} record no byte count: their sizes and bandwidths are unknown, their times counted")
     said += badrows.note(rows)
     if cut:
         said.append("the trace looks cut in time: " + " and ".join(cut))

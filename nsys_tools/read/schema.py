@@ -159,12 +159,13 @@ CUDA_DEVICE_FIELDS = (f("gpu_id", "gpuId"), f("device_id", "cudaId"), f("pid", "
 PROCESS_FIELDS = (f("global_pid", "globalPid"), f("pid", "pid"), f("process_name", "name", dtype="str"))
 
 # Columns the analysis cannot do without, per table (a tuple: any one of them). Other columns
-# an export lacks read as nulls; these stop the reader with an error naming the column.
+# an export lacks read as nulls (a copy's or set's bytes: its size is unknown, and the
+# accounting note says so); these stop the reader with an error naming the column.
 _ACTIVITY_REQUIRED = ("start", "end", "correlationId")
 REQUIRED_COLUMNS: dict[str, tuple[str | tuple[str, ...], ...]] = {
     KERNEL: _ACTIVITY_REQUIRED,
-    MEMCPY: (*_ACTIVITY_REQUIRED, "bytes", "copyKind"),
-    MEMSET: (*_ACTIVITY_REQUIRED, "bytes"),
+    MEMCPY: (*_ACTIVITY_REQUIRED, "copyKind"),
+    MEMSET: _ACTIVITY_REQUIRED,
     RUNTIME: (*_ACTIVITY_REQUIRED, "globalTid", "nameId"),
     DRIVER: (*_ACTIVITY_REQUIRED, "globalTid", "nameId"),
     NVTX: ("start", "end", "eventType", "globalTid", ("text", "textId")),

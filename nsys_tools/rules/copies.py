@@ -2,7 +2,9 @@
 ``share`` percent (10 unless given) of the device's busy time, with their bandwidth against the
 link they cross: PCIe for host-device copies (16 lanes of the GPU's generation: Gen3 for compute
 capability 7, Gen4 for 8, Gen5 from 9 on; 15.75, 31.5 and 63 GB/s a direction), the GPU's memory
-bandwidth (from the export) for copies within a device, and how many came from pageable memory."""
+bandwidth (from the export) for copies within a device, and how many came from pageable memory.
+A copy whose export records no byte count (NULL, or no ``bytes`` column) counts in the time, not in
+the bandwidth, which is that of the copies with one; where none has one, the size is unknown."""
 
 from __future__ import annotations
 
@@ -36,6 +38,17 @@ def link(copy_kind: str, major: int | None, memory_bps: int | None) -> tuple[str
     return "", None
 
 
+def moved(r: dict) -> str:
+    """What a row's copies moved, how fast, against their link; their sizes where unknown."""
+    took = f"in {r['time_ns'] / 1e6:,.2f} ms"
+    if r["bytes"] is None:
+        return f"{r['copies']} copies {took}, of unknown size (the export records no byte count for them)"
+    name, peak = link(r["copy_kind"], r["compute_major"], r["memory_bandwidth_bps"])
+    against = f", {100 * r['gb_per_s'] / peak:.0f}% of {name}'s {peak:g} GB/s" if peak else ""
+    some = f" ({r['unsized']} of the {r['copies']} with no byte count, not in the bandwidth)" if r["unsized"] else ""
+    return f"{r['bytes'] / 1e9:,.3f} GB {took} at {r['gb_per_s']:,.1f} GB/s{against}{some}"
+
+
 def rows(run, **options) -> pl.DataFrame:
     from ..read.trace import Trace
 
@@ -56,14 +69,17 @@ def rows(run, **options) -> pl.DataFrame:
     table = copies.group_by("pid", "gpu_id", "copy_kind").agg(
         copies=pl.len(),
         pageable=pageable.sum(),
+        unsized=pl.col("bytes").is_null().sum(),
         bytes=pl.col("bytes").sum(),
         time_ns=(pl.col("end_ns") - pl.col("start_ns")).sum(),
+        sized_ns=(pl.col("end_ns") - pl.col("start_ns")).filter(pl.col("bytes").is_not_null()).sum(),
         first_ns=pl.col("start_ns").min(),
         last_ns=pl.col("end_ns").max(),
     )
     table = table.join(busy, on=["gpu_id", "pid"], how="left").join(pl.concat(gpus).unique("gpu_id"), on="gpu_id", how="left")
     return table.with_columns(
-        gb_per_s=pl.col("bytes") / pl.col("time_ns"),
+        bytes=pl.when(pl.col("unsized") < pl.col("copies")).then("bytes"),
+        gb_per_s=pl.when(pl.col("unsized") < pl.col("copies")).then(pl.col("bytes") / pl.col("sized_ns")),
         busy_pct=pl.col("time_ns") * 100.0 / pl.col("busy_ns"),
     ).sort("pid", "gpu_id", "copy_kind")
 
@@ -72,15 +88,14 @@ def findings(run, table: pl.DataFrame, *, share: float = 10.0, mb: float = 1.0, 
     if table.is_empty():
         return []
     out = []
-    for r in table.filter((pl.col("busy_pct") >= share) & (pl.col("bytes") >= mb * 1e6)).iter_rows(named=True):
-        name, peak = link(r["copy_kind"], r["compute_major"], r["memory_bandwidth_bps"])
-        against = f", {100 * r['gb_per_s'] / peak:.0f}% of {name}'s {peak:g} GB/s" if peak else ""
+    large = (pl.col("bytes") >= mb * 1e6) | (pl.col("unsized") > 0)  # of an unknown size: maybe large
+    for r in table.filter((pl.col("busy_pct") >= share) & large).iter_rows(named=True):
         paged = f"; {r['pageable']} of the {r['copies']} from or to pageable memory" if r["pageable"] else ""
         out.append(
             Finding(
                 RULE.name,
                 f"{r['copy_kind']} copies took {r['busy_pct']:.0f}% of GPU {r['gpu_id']}'s busy time (rank {r['pid']}): "
-                f"{r['bytes'] / 1e9:,.3f} GB in {r['time_ns'] / 1e6:,.2f} ms at {r['gb_per_s']:,.1f} GB/s{against}{paged}",
+                f"{moved(r)}{paged}",
                 r["time_ns"],
                 device=r["gpu_id"],
                 rank=r["pid"],

@@ -42,10 +42,10 @@ def copies(export, condition, api: str, *, rows=-1, start=None, end=None, nvtx=N
     ``s.value``), in ``COLUMNS``'s order, longest first; ties in order of the call, then the copy."""
     if not all(export.has(t) for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME", "ENUM_CUDA_MEM_KIND")):
         return []
-    optional = ("greenContextId", "srcKind", "dstKind", "srcDeviceId", "dstDeviceId")
+    optional = ("greenContextId", "srcKind", "dstKind", "srcDeviceId", "dstDeviceId", "bytes")
     m = {c: A.column(export, "CUPTI_ACTIVITY_KIND_MEMCPY", "m", c) for c in optional}
     sql = f"""
-        SELECT m.end - m.start AS duration, m.start, sk.label, dk.label, m.bytes, (m.globalPid >> 24) & 16777215,
+        SELECT m.end - m.start AS duration, m.start, sk.label, dk.label, {m["bytes"]}, (m.globalPid >> 24) & 16777215,
                m.deviceId, m.contextId, NULLIF({m["greenContextId"]}, 0), m.streamId, s.value
         FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
         JOIN StringIds AS s ON s.id = r.nameId
@@ -70,6 +70,15 @@ def rows(run, **options):
     return A.frame(COLUMNS, [r for ex in run.exports for r in select(ex, **options)])
 
 
+def megabytes(ops) -> str:
+    """The MB ``ops`` moved, saying how many of them have no byte count (NULL in the export)."""
+    known = ops["Bytes (MB)"].drop_nulls()
+    unknown = ops.height - known.len()
+    if not known.len():
+        return "an unknown size (the export records no byte count for them)"
+    return f"{known.sum():,.1f} MB" + (f" ({unknown} of them with no byte count)" if unknown else "")
+
+
 def per_device(rule: str, table, what: str, advice: str) -> list[Finding]:
     """One finding per process and device: the time its copies (or sets) in ``table`` took (each
     once: nsys lists one again for every other process's call that shares its correlation id)."""
@@ -78,11 +87,10 @@ def per_device(rule: str, table, what: str, advice: str) -> list[Finding]:
     out = []
     for (pid, device), ops in table.unique(maintain_order=True).group_by("PID", "Device ID", maintain_order=True):
         total = int(ops["Duration (ns)"].sum())
-        mb = ops["Bytes (MB)"].sum()
         out.append(
             Finding(
                 rule,
-                f"{ops.height} {what} on GPU {device} (process {pid}) took {total / 1e6:,.3f} ms for {mb:,.1f} MB",
+                f"{ops.height} {what} on GPU {device} (process {pid}) took {total / 1e6:,.3f} ms for {megabytes(ops)}",
                 total,
                 device=int(device),
                 rank=int(pid),

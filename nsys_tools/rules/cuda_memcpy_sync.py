@@ -20,7 +20,7 @@ ADVICE = "Use cudaMemcpyAsync on a stream (from pinned memory), so the host goes
 def keep(m: dict[str, str]) -> str:
     """Not a host-to-device copy of 64,000 bytes or less, nor a copy within one device."""
     src, dst = m["srcDeviceId"], m["dstDeviceId"]
-    return f"NOT (m.bytes <= 64000 AND m.copyKind = 1) AND NOT ({src} IS NOT NULL AND {src} = {dst})"
+    return f"NOT ({m['bytes']} <= 64000 AND m.copyKind = 1) AND NOT ({src} IS NOT NULL AND {src} = {dst})"
 
 
 def select(export, **options) -> list[tuple]:

@@ -29,8 +29,9 @@ def select(export, *, rows=-1, start=None, end=None, nvtx=None) -> list[tuple]:
         return []
     green = A.column(export, "CUPTI_ACTIVITY_KIND_MEMSET", "m", "greenContextId")
     kind = A.column(export, "CUPTI_ACTIVITY_KIND_MEMSET", "m", "memKind")
+    size = A.column(export, "CUPTI_ACTIVITY_KIND_MEMSET", "m", "bytes")
     sql = f"""
-        SELECT m.end - m.start AS duration, m.start, k.label, m.bytes, (m.globalPid >> 24) & 16777215,
+        SELECT m.end - m.start AS duration, m.start, k.label, {size}, (m.globalPid >> 24) & 16777215,
                m.deviceId, m.contextId, NULLIF({green}, 0), m.streamId, s.value
         FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
         JOIN StringIds AS s ON s.id = r.nameId
