@@ -116,6 +116,31 @@ def test_training_run_steps_equal_sql_and_slow_steps_are_the_sleeping_ones(tmp_p
     assert slow and all(int(n.split()[1]) % 3 == 1 for n in slow)
 
 
+@pytest.mark.slow
+def test_without_step_ranges_a_step_opens_with_the_first_repeating_range_and_lasts_until_the_next(tmp_path):
+    """The training run with its 'step <i>' ranges deleted: 'Optimizer.step#AdamW.step' (a method
+    called in a step) is not a step, nor are emit_nvtx's per-operator ranges ('aten::to, seq = ...',
+    twice a step); forward, backward and optimizer repeat once a step, forward opens it."""
+    export = shutil.copyfile(torch_exports(tmp_path)["a"], tmp_path / "no-steps.sqlite")
+    with sqlite3.connect(export) as con:
+        con.execute("DELETE FROM NVTX_EVENTS WHERE coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) LIKE 'step %'")
+        opens = [
+            r[0]
+            for r in con.execute(
+                "SELECT n.start FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+                "WHERE coalesce(n.text, s.value) = 'forward' ORDER BY n.start"
+            )
+        ]
+        (last,) = con.execute("SELECT max(end) FROM NVTX_EVENTS WHERE end IS NOT NULL").fetchone()
+    table = view_table([export], "steps")
+    assert set(table["source"]) == {"the repeating top-level NVTX range 'forward', each step lasting until it opens again"}
+    steps = table.filter(table["step"] > 0)
+    assert steps["start_ns"].to_list() == opens and len(opens) == 24
+    ends = (steps["start_ns"] + steps["duration_ns"]).to_list()
+    assert ends == [*opens[1:], last]
+    check_against_sql(export, table)
+
+
 def test_fallbacks_a_repeating_top_level_range_then_kernels(tmp_path):
     renamed = shutil.copyfile(MULTI, tmp_path / "iter.sqlite")
     con = sqlite3.connect(renamed)
@@ -124,7 +149,7 @@ def test_fallbacks_a_repeating_top_level_range_then_kernels(tmp_path):
         con.execute("UPDATE NVTX_EVENTS SET text = replace(text, 'step=', 'iter=') WHERE text LIKE 'step=%'")
     con.close()
     table = view_table([renamed], "steps")
-    assert set(table["source"]) == {"the repeating top-level NVTX range 'iter=#'"}
+    assert set(table["source"]) == {"the repeating top-level NVTX range 'iter=#', each step lasting until it opens again"}
     assert check_against_sql(renamed, table) == 10
     bare = shutil.copyfile(MULTI, tmp_path / "bare.sqlite")
     con = sqlite3.connect(bare)

@@ -1,9 +1,11 @@
 """Training steps: one row per rank (process), device and step, with where the step's time went.
 
 **Steps.** With ``step`` (a glob), the NVTX ranges it matches. Without: the NVTX ranges that look
-like steps (a name holding ``step`` in any case, PyTorch's ``ProfilerStep#N``); failing that, the
-top-level range that repeats most (names compared with their numbers blanked, at least 3
-instances); failing that, a repeating kernel sequence (the shortest period of the kernel names
+like steps (a name holding ``step`` in any case, PyTorch's ``ProfilerStep#N``, but not as a method
+called in a step: ``Optimizer.step#AdamW.step``); failing that, the top-level range that repeats
+most (names compared with their numbers blanked, at least 3 instances; of several that repeat as
+often, the first to open; never a framework's range around one operator, ``FRAMEWORK_OPS``), each
+step lasting until it opens again; failing that, a repeating kernel sequence (the shortest period of the kernel names
 on the rank's busiest device, each period starting at a kernel that runs once in it). Of ranges
 nested in one another, the outermost is the step (``step 3`` holds ``Optimizer.step``). Each
 rank's steps are numbered from 1 in order of start: a rank's n-th step is its own. ``source``
@@ -117,6 +119,12 @@ PEAKS = (
     ("L40S", 362.05),
 )
 STEP_LIKE = r"(?i)step|^ProfilerStep#\d+$"
+# Names that hold "step" as a method called inside a step (PyTorch's ``Optimizer.step#AdamW.step``,
+# an LR scheduler's ``.step``): not steps.
+METHOD_STEP = r"(?i)\.step\b"
+# Ranges that frameworks open around one operator or collective (PyTorch's emit_nvtx: ``aten::mm,
+# seq = 12, op_id = 40, sizes = ...``; NCCL's): never a step, however often they repeat.
+FRAMEWORK_OPS = r"^(aten|autograd|c10d|prim|torch)::|, (seq|op_id) = |^nccl[A-Z]"
 OP_COLUMNS = [
     "gpu_id",
     "gpu_name",
@@ -164,15 +172,24 @@ def from_ranges(ranges: pl.DataFrame, step: str | None) -> pl.DataFrame | None:
     if step is not None:
         found = outermost(timed.filter(pl.col("name").cast(pl.String).str.contains(glob_regex(step))))
         return _numbered(found, f"NVTX ranges matching {step!r}") if found.height else None
-    found = outermost(timed.filter(pl.col("name").cast(pl.String).str.contains(STEP_LIKE)))
+    name = pl.col("name").cast(pl.String)
+    found = outermost(timed.filter(name.str.contains(STEP_LIKE) & ~name.str.contains(METHOD_STEP)))
     if found.height:
         return _numbered(found, "NVTX ranges named like steps ('*step*', 'ProfilerStep#N')")
-    top = outermost(timed).with_columns(pattern=pl.col("name").cast(pl.String).str.replace_all(r"\d+", "#"))
-    counts = top.group_by("pattern").agg(n=pl.len()).filter(pl.col("n") >= 3 * top["pid"].n_unique())
+    top = outermost(timed.filter(~name.str.contains(FRAMEWORK_OPS))).with_columns(pattern=name.str.replace_all(r"\d+", "#"))
+    counts = top.group_by("pattern").agg(n=pl.len(), first=pl.col("start_ns").min())
+    counts = counts.filter(pl.col("n") >= 3 * top["pid"].n_unique())
     if counts.is_empty():
         return None
-    pattern = counts.sort("n", "pattern", descending=[True, False])["pattern"][0]
-    return _numbered(top.filter(pl.col("pattern") == pattern), f"the repeating top-level NVTX range {pattern!r}")
+    # Of the ranges that repeat most (forward, backward, optimizer: once a step each), the one
+    # that comes first opens each step, and a step lasts until the next one opens.
+    pattern = counts.sort("n", "first", "pattern", descending=[True, False, False])["pattern"][0]
+    opens = top.filter(pl.col("pattern") == pattern).sort("pid", "start_ns")
+    last = timed.group_by("pid").agg(last=pl.col("end_ns").max())  # the last step ends with the rank's last range
+    opens = opens.join(last, on="pid").with_columns(
+        end_ns=pl.col("start_ns").shift(-1).over("pid").fill_null(pl.max_horizontal("end_ns", "last"))
+    )
+    return _numbered(opens, f"the repeating top-level NVTX range {pattern!r}, each step lasting until it opens again")
 
 
 def period(names: Sequence[str]) -> int | None:
