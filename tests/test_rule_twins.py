@@ -68,7 +68,7 @@ def test_csv_equals_nsys_analyze_byte_for_byte(cases):
         for reference in sorted(folder.glob("*.csv")):
             rule, options = parse(reference.stem.replace(".", ":").replace("#", "/"))
             module = rule.load()
-            ours = analyze.csv_text(module.COLUMNS, module.select(run.exports[0], **options))
+            ours = analyze.csv_text(module.COLUMNS, module.select(run.dbs[0], **options))
             assert ours == reference.read_text(), f"{rule.name} on {export.name} differs from {reference}"
             checked.add((rule.name, bool(ours)))
     # every twin is checked on an export where nsys found rows
@@ -113,8 +113,7 @@ def test_twin_findings_sum_their_rows(cases):
     export, _ = cases[3]  # torch-train run A
     run = Run([export])
     (sync,) = diagnose(run, ["cuda_api_sync"])[:1]
-    rows = analyze.fetch(
-        run.exports[0],
+    rows = run.dbs[0].fetch(
         "SELECT sum(r.end - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
         "WHERE s.value LIKE 'cudaStreamSynchronize%'",
     )
@@ -131,7 +130,7 @@ def test_rows_equal_nsys_2025_3_recipes_of_the_same_rules(cases):
     for name in ("cuda_api_sync", "gpu_time_util"):
         theirs = pl.read_parquet(FIXTURES / "recipes" / "torch-train" / name / "analysis.parquet").drop("Rank")
         module = REGISTRY[name].load()
-        ours = [tuple(r) for r in module.select(run.exports[0])]
+        ours = [tuple(r) for r in module.select(run.dbs[0])]
         assert ours == [tuple(r) for r in theirs.rows()], name
 
 
@@ -163,7 +162,7 @@ def test_exports_without_newer_columns_are_read(tmp_path):
     for name in ("cuda_memcpy_sync", "cuda_memset_sync"):
         module = REGISTRY[name].load()
         reference = (FIXTURES / "sync-copies" / "analyze" / f"{name}.csv").read_text()
-        assert analyze.csv_text(module.COLUMNS, module.select(run.exports[0])) == reference, name
+        assert analyze.csv_text(module.COLUMNS, module.select(run.dbs[0])) == reference, name
         res = runner.invoke(app, ["diagnose", str(old), "--rule", name, "-f", "csv"])
         assert res.exit_code == 0 and res.stdout == "", res.output
         lacks = {"cuda_memcpy_sync": "MEMCPY table has no greenContextId, srcDeviceId, dstDeviceId columns"}

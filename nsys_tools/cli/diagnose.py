@@ -98,7 +98,7 @@ def _rows_csv(run, spec, options: dict, files: list[Path]) -> str:
             if why is not None:  # nsys analyze skips the rule, writing an empty csv: so does its twin
                 stderr.print(f"No rows: {spec.name} cannot look at {files[0]}: {why}.", markup=False)
                 return ""
-            rows = module.select(run.exports[0], **options)
+            rows = module.select(run.dbs[0], **options)
             if not rows:
                 stderr.print(f"No rows: {spec.name} found nothing in {files[0]} ({spec.summary}).", markup=False)
             return analyze.csv_text(module.COLUMNS, rows)

@@ -448,7 +448,6 @@ def summary(
     Exports of several runs (captures that do not overlap in time) get one section per run.
     --html run.html also writes the page of the run."""
     from ..read.inputs import expand_inputs
-    from ..run.report import accounting
     from ..study.summary import summary as compose
 
     window, _ = _window(time_from, time_to, within, skip_first, None)
@@ -462,13 +461,14 @@ def summary(
         if page.suffix.lower() != ".html":
             raise typer.BadParameter("give a .html file", param_hint="--html")
         page_target = _output(page, _read_by(files))
-    _write(compose(paths, window=window, merge=merge, steps=steps), target)
+    counted: dict = {}  # each export's accounting, counted in the pass that reads its first view
+    _write(compose(paths, window=window, merge=merge, steps=steps, accounting=counted), target)
     if page is not None:
         from ..study.page import write
 
         write(paths, page_target, merge=merge, steps=steps)
         stderr.print(f"Wrote {page}", markup=False)
-    _accounting_notes(accounting(files))
+    _accounting_notes({f: counted[f] for f in files})
 
 
 def _view_note(view: str, frame, options: dict) -> None:

@@ -7,11 +7,14 @@ listing rules imports none of them), and holds:
 * ``OPTIONS``: ``{name: (type, default, help)}``, the options ``--rule NAME:option=value`` sets;
 * ``rows(run, **options)``: its table (a Polars DataFrame), what ``--rule NAME --format csv``
   writes; a twin of an ``nsys analyze`` rule (``twin``) writes instead the rows of
-  ``select(export, **options)`` under its ``COLUMNS``, the text nsys writes, and declares
-  ``NEEDS``, the tables and columns nsys's query reads: where the export lacks one, nsys skips
-  the rule, and the twin's csv is empty with a line naming it;
+  ``select(db, **options)`` (``db``: its export's ``analyze.Db``) under its ``COLUMNS``, the
+  text nsys writes, and declares ``NEEDS``, the tables and columns nsys's query reads: where the
+  export lacks one, nsys skips the rule, and the twin's csv is empty with a line naming it;
 * ``findings(run, table, **options)``: the ``Finding``s its rows make (none when nothing is
-  worth a look).
+  worth a look);
+* optionally ``applies(run, **options)``: False where the rule cannot find anything in the run,
+  known from counts that cost no read of the large tables (``copies`` without a megabyte of
+  copies); ``diagnose`` then skips its rows.
 
 ``run`` is a ``Run``: the exports of one run (the ranks of one job) and what the rules share of
 them, read once (the step table, the exports' spans). ``diagnose`` runs every rule and ranks the
@@ -152,8 +155,12 @@ def names() -> tuple[str, ...]:
 
 
 def run_rule(run, rule: Rule, options: dict[str, Any]) -> list[Finding]:
-    """The findings of one rule on ``run``, each with its share of the run's span."""
+    """The findings of one rule on ``run``, each with its share of the run's span (none, and
+    its rows unread, where it does not apply: ``applies``)."""
     module = rule.load()
+    applies = getattr(module, "applies", None)
+    if applies is not None and not applies(run, **options):
+        return []
     found = module.findings(run, module.rows(run, **options), **options)
     span = run.span_ns
     for f in found:

@@ -14,14 +14,18 @@ the order SQLite meets the rows in: the order of the tables' rows, which the twi
   start/end range), of the tables with a process, its process.
 * Times are nanoseconds; ``Bytes (MB)`` is bytes / 10^6 with three decimals; a percentage has
   one decimal; NULL is an empty cell. A rule with no rows writes nothing at all, as nsys does.
+
+A twin reads its export through a ``Db`` (``Run.dbs``: one per export of the run): one connection
+for every twin, and the runtime calls the copy and sync twins look at, copied out of the runtime
+table in one scan that they share (``Db.calls``).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import sqlite3
 from collections.abc import Sequence
-from contextlib import closing
 from dataclasses import dataclass
 
 from ..read import badrows
@@ -38,6 +42,43 @@ NO_END = 0x7FFFFFFFFFFFFFFF
 # The profiler's overhead on a thread that nsys counts as GPU time of every device its process
 # uses (the names 2024.2 selects).
 CUDA_OVERHEAD = ("CUDA profiling data flush overhead", "CUDA profiling stop overhead", "CUDA profiling overhead")
+# The runtime calls the copy and sync twins read: those whose names start so (LIKE, ASCII case
+# aside). Each twin's own condition on the name keeps some of them.
+CALLS = ("cudaDeviceSynchronize%", "cudaStreamSynchronize%", "cudaMemcpy%", "cudaMemset%")
+
+
+class Db:
+    """One export as the twins read it: one connection, held open, and ``calls()``."""
+
+    def __init__(self, export: Export):
+        self.export = export
+        self._con: sqlite3.Connection | None = None
+        self._calls = ""
+
+    def fetch(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        with reading(self.export.source):
+            if self._con is None:
+                self._con = self.export.connect()
+                self._con.text_factory = lambda raw: raw.decode("utf-8", "replace")
+            return self._con.execute(sql, params).fetchall()
+
+    def calls(self) -> str:
+        """The table to read for the runtime table's calls named as ``CALLS`` say: a copy of
+        them, made in one scan of the runtime table at the first call (a twin alone scanned it
+        once each), with its columns as they are there (no type converts them) and each
+        call's rowid as its rowid there, so that ``ORDER BY r.rowid`` keeps its meaning (a column
+        the export lacks is not there either: a twin's query that reads it fails as it did)."""
+        if not self._calls:
+            named = " OR ".join(f"value LIKE '{p}'" for p in CALLS)
+            have = self.export.tables.get("CUPTI_ACTIVITY_KIND_RUNTIME", ())
+            kept = ", ".join(c for c in ("start", "end", "globalTid", "correlationId", "nameId") if c in have)
+            self.fetch(f"CREATE TEMP TABLE twin_calls (id INTEGER PRIMARY KEY, {kept})")
+            self.fetch(
+                f"INSERT INTO temp.twin_calls SELECT rowid, {kept} FROM main.CUPTI_ACTIVITY_KIND_RUNTIME "
+                f"WHERE nameId IN (SELECT id FROM StringIds WHERE {named})"
+            )
+            self._calls = "temp.twin_calls"
+        return self._calls
 
 
 def overlaps(alias: str, start: int | None, end: int | None) -> str:
@@ -71,8 +112,9 @@ class Scope:
         return " AND ".join(cond)
 
 
-def scope(export: Export, start: int | None = None, end: int | None = None, nvtx: str | None = None) -> Scope:
+def scope(db: Db, start: int | None = None, end: int | None = None, nvtx: str | None = None) -> Scope:
     """The rows a rule reads, as ``start``, ``end`` and ``nvtx`` choose them (``Scope``)."""
+    export = db.export
     if nvtx is None:
         return Scope(start, end)
     name, index = nvtx, 0
@@ -88,7 +130,7 @@ def scope(export: Export, start: int | None = None, end: int | None = None, nvtx
         LEFT JOIN StringIds AS s ON s.id = n.textId
         WHERE n.eventType IN (59, 60, 70, 71) AND coalesce(n.text, s.value) || coalesce('@' || d.text, '') = ?
         ORDER BY n.start LIMIT 1 OFFSET ?"""
-    found = fetch(export, sql, (name, index))
+    found = db.fetch(sql, (name, index))
     if not found:
         raise ValueError(f"no NVTX range {nvtx!r} in {export.source}")
     lo, hi, tid = found[0]
@@ -133,12 +175,6 @@ def lacking(export: Export, needs: dict) -> str | None:
 def column(export: Export, table: str, alias: str, name: str) -> str:
     """``alias.name`` where ``table`` has that column, else ``NULL`` (exports of other nsys versions lack some)."""
     return f"{alias}.{name}" if name in export.tables.get(table, ()) else "NULL"
-
-
-def fetch(export: Export, sql: str, params: Sequence = ()) -> list[tuple]:
-    with reading(export.source), closing(export.connect()) as con:
-        con.text_factory = lambda raw: raw.decode("utf-8", "replace")
-        return con.execute(sql, params).fetchall()
 
 
 def limit(rows: int) -> str:

@@ -1,5 +1,6 @@
 """The run the rules look at: its exports (the ranks of one job), opened once, its span, and
-what several rules read alike (the step table), computed once."""
+what several rules read alike (the step table, a view's table, the twins' connection and
+runtime calls), computed once."""
 
 from __future__ import annotations
 
@@ -24,21 +25,32 @@ SPAN_TABLES = (
 @dataclass
 class Run:
     """The exports of one run. ``step_options``: how the step table is made (``views.steps``'s
-    options: ``step``, ``warmup``, ``slow``, ``flops_per_step``, ``peak_tflops``)."""
+    options: ``step``, ``warmup``, ``slow``, ``flops_per_step``, ``peak_tflops``). ``engine``:
+    where views are read (``run.engine``; threads here by default). ``accounting``: a dict
+    that gets each export's ``read.accounted.accounting``, counted in the pass that reads the
+    first view (``run.report.view_table``'s ``accounting``)."""
 
     paths: Sequence[Path]
     step_options: dict[str, Any] = field(default_factory=dict)
     read: dict[tuple, Any] = field(default_factory=dict, repr=False)  # view tables, by ``view_key``
+    engine: Any = None
+    accounting: dict[Path, Any] | None = None
 
     @cached_property
     def exports(self) -> list[Export]:
         return [open_export(p) for p in self.paths]
 
     @cached_property
+    def dbs(self) -> list[analyze.Db]:
+        """The exports as the twins of ``nsys analyze``'s rules read them (``analyze.Db``)."""
+        return [analyze.Db(ex) for ex in self.exports]
+
+    @cached_property
     def bounds(self) -> tuple[int, int] | None:
         """The first start and the last end of any CUDA call or GPU operation, over the exports."""
         lo, hi = None, None
-        for ex in self.exports:
+        for db in self.dbs:
+            ex = db.export
             parts = [
                 f"SELECT min(start) AS a, max(end) AS b FROM {t} WHERE start > 0 AND {badrows.KEPT}"
                 for t in SPAN_TABLES
@@ -46,7 +58,7 @@ class Run:
             ]
             if not parts:
                 continue
-            a, b = analyze.fetch(ex, f"SELECT min(a), max(b) FROM ({' UNION ALL '.join(parts)})")[0]
+            a, b = db.fetch(f"SELECT min(a), max(b) FROM ({' UNION ALL '.join(parts)})")[0]
             if a is not None:
                 lo, hi = a if lo is None else min(lo, a), b if hi is None else max(hi, b)
         return None if lo is None else (lo, hi)
@@ -62,17 +74,22 @@ class Run:
 
     def view(self, name: str, **options):
         """The ``name`` view's table over the run (``run.report.view_table``), read once: the
-        rules that need one table, and a caller that already holds it (``hold``), share it."""
+        rules that need one table, and ``summary``'s sections, share it."""
         key = view_key(name, options)
         if key not in self.read:
             from ..run.report import view_table
 
-            self.read[key] = view_table(list(self.paths), name, **options)
+            counts = {} if self.accounting is None or set(self.paths) <= set(self.accounting) else {"accounting": self.accounting}
+            self.read[key] = view_table(list(self.paths), name, engine=self.engine, **counts, **options)
         return self.read[key]
 
-    def hold(self, name: str, table, **options) -> None:
-        """Keep ``table``, the ``name`` view over the whole run with ``options``, for ``view``."""
-        self.read[view_key(name, options)] = table
+    @cached_property
+    def nccl(self) -> bool:
+        """Whether an export of the run may hold an NCCL kernel (one named ``nccl...``, case
+        aside, as ``views.utilization.op_class`` tells them): false only where no string of it
+        starts so, which its strings table tells without a read of its kernels."""
+        like = "SELECT 1 FROM StringIds WHERE value LIKE 'nccl%' LIMIT 1"
+        return any(not db.export.has("StringIds") or db.fetch(like) for db in self.dbs)
 
     def in_steady(self, pid: int, lo: int, hi: int) -> int:
         """How much of ``[lo, hi)`` falls in rank ``pid``'s steady steps; all of it where the run

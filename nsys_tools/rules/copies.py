@@ -49,6 +49,26 @@ def moved(r: dict) -> str:
     return f"{r['bytes'] / 1e9:,.3f} GB {took} at {r['gb_per_s']:,.1f} GB/s{against}{some}"
 
 
+def applies(run, *, mb: float = 1.0, **options) -> bool:
+    """Whether copies may reach ``mb`` megabytes, or have no byte count (then maybe large): from
+    one pass over each copy table (its positive bytes summed over the whole run, an upper bound
+    of any group's; how many copies have no number of bytes), where the rows read every
+    operation (the ``utilization`` view)."""
+    table = "CUPTI_ACTIVITY_KIND_MEMCPY"
+    total = 0
+    for db in run.dbs:
+        if not db.export.has(table):
+            continue
+        if "bytes" not in db.export.tables[table]:
+            return True
+        numbers = "typeof(bytes) IN ('integer', 'real')"
+        sized, unsized = db.fetch(f"SELECT coalesce(sum(max(bytes, 0)), 0), coalesce(sum(NOT {numbers}), 0) FROM {table}")[0]
+        if unsized:
+            return True
+        total += sized
+    return total >= mb * 1e6
+
+
 def rows(run, **options) -> pl.DataFrame:
     from ..read.trace import Trace
 

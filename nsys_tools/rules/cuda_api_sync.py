@@ -19,26 +19,26 @@ COLUMNS = (("Duration (ns)", "ns"), ("Start (ns)", "ns"), ("PID", "text"), ("TID
 ADVICE = "Synchronize less: wait on events (cudaStreamWaitEvent) instead of blocking the host; read results back once a step."
 
 
-def select(export, *, rows=-1, start=None, end=None, nvtx=None, process=-1, thread=-1) -> list[tuple]:
+def select(db, *, rows=-1, start=None, end=None, nvtx=None, process=-1, thread=-1) -> list[tuple]:
     if nvtx is not None and (process >= 0 or thread >= 0):
         raise ValueError("rule cuda_api_sync: nvtx cannot go with process or thread")
-    if not export.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+    if not db.export.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         return []
-    where = [A.scope(export, start, end, nvtx).where("r", "globalTid")]
+    where = [A.scope(db, start, end, nvtx).where("r", "globalTid")]
     if process >= 0:
         where.append(f"(r.globalTid >> 24) & 16777215 = {int(process)}")
     if thread >= 0:
         where.append(f"r.globalTid & 16777215 = {int(thread)}")
     sql = f"""
         SELECT r.end - r.start AS duration, r.start, (r.globalTid >> 24) & 16777215, r.globalTid & 16777215, s.value
-        FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r JOIN StringIds AS s ON s.id = r.nameId
+        FROM {db.calls()} AS r JOIN StringIds AS s ON s.id = r.nameId
         WHERE (s.value LIKE 'cudaDeviceSynchronize%' OR s.value LIKE 'cudaStreamSynchronize%') AND {" AND ".join(where)}
         ORDER BY duration DESC, r.rowid{A.limit(rows)}"""
-    return A.fetch(export, sql)
+    return db.fetch(sql)
 
 
 def rows(run, **options):
-    return A.frame(COLUMNS, [r for ex in run.exports for r in select(ex, **options)])
+    return A.frame(COLUMNS, [r for db in run.dbs for r in select(db, **options)])
 
 
 def findings(run, table, **options) -> list[Finding]:

@@ -36,10 +36,11 @@ COLUMNS = (
 ADVICE = "Copy from pinned memory (pin_memory=True, cudaHostAlloc): a pageable source makes the async copy block the host."
 
 
-def copies(export, condition, api: str, *, rows=-1, start=None, end=None, nvtx=None) -> list[tuple]:
+def copies(db, condition, api: str, *, rows=-1, start=None, end=None, nvtx=None) -> list[tuple]:
     """The copies meeting ``condition`` (a function of the copy table's optional columns, each
     ``m.<name>`` or ``NULL``: ``column``) whose launch call's name meets ``api`` (on
     ``s.value``), in ``COLUMNS``'s order, longest first; ties in order of the call, then the copy."""
+    export = db.export
     if not all(export.has(t) for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME", "ENUM_CUDA_MEM_KIND")):
         return []
     optional = ("greenContextId", "srcKind", "dstKind", "srcDeviceId", "dstDeviceId", "bytes")
@@ -47,18 +48,18 @@ def copies(export, condition, api: str, *, rows=-1, start=None, end=None, nvtx=N
     sql = f"""
         SELECT m.end - m.start AS duration, m.start, sk.label, dk.label, {m["bytes"]}, (m.globalPid >> 24) & 16777215,
                m.deviceId, m.contextId, NULLIF({m["greenContextId"]}, 0), m.streamId, s.value
-        FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
+        FROM {db.calls()} AS r
         JOIN StringIds AS s ON s.id = r.nameId
         JOIN CUPTI_ACTIVITY_KIND_MEMCPY AS m ON m.correlationId = r.correlationId
         LEFT JOIN ENUM_CUDA_MEM_KIND AS sk ON sk.id = {m["srcKind"]}
         LEFT JOIN ENUM_CUDA_MEM_KIND AS dk ON dk.id = {m["dstKind"]}
-        WHERE ({api}) AND ({condition(m)}) AND {A.scope(export, start, end, nvtx).where("m", "globalPid")}
+        WHERE ({api}) AND ({condition(m)}) AND {A.scope(db, start, end, nvtx).where("m", "globalPid")}
         ORDER BY duration DESC, r.rowid, m.rowid{A.limit(rows)}"""
-    return A.fetch(export, sql)
+    return db.fetch(sql)
 
 
-def select(export, **options) -> list[tuple]:
-    return copies(export, pageable, "s.value LIKE 'cudaMemcpy%Async%'", **options)
+def select(db, **options) -> list[tuple]:
+    return copies(db, pageable, "s.value LIKE 'cudaMemcpy%Async%'", **options)
 
 
 def pageable(m: dict[str, str]) -> str:
@@ -67,7 +68,7 @@ def pageable(m: dict[str, str]) -> str:
 
 
 def rows(run, **options):
-    return A.frame(COLUMNS, [r for ex in run.exports for r in select(ex, **options)])
+    return A.frame(COLUMNS, [r for db in run.dbs for r in select(db, **options)])
 
 
 def megabytes(ops) -> str:

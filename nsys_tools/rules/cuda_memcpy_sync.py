@@ -23,12 +23,12 @@ def keep(m: dict[str, str]) -> str:
     return f"NOT ({m['bytes']} <= 64000 AND m.copyKind = 1) AND NOT ({src} IS NOT NULL AND {src} = {dst})"
 
 
-def select(export, **options) -> list[tuple]:
-    return copies(export, keep, "s.value LIKE 'cudaMemcpy%' AND s.value NOT LIKE '%Async%'", **options)
+def select(db, **options) -> list[tuple]:
+    return copies(db, keep, "s.value LIKE 'cudaMemcpy%' AND s.value NOT LIKE '%Async%'", **options)
 
 
 def rows(run, **options):
-    return A.frame(COLUMNS, [r for ex in run.exports for r in select(ex, **options)])
+    return A.frame(COLUMNS, [r for db in run.dbs for r in select(db, **options)])
 
 
 def findings(run, table, **options) -> list[Finding]:

@@ -24,7 +24,8 @@ COLUMNS = (*COPIES[:2], ("Memory Kind", "text"), *COPIES[4:])  # a copy's, its t
 ADVICE = "Use cudaMemsetAsync on a stream, so the host does not wait for the set."
 
 
-def select(export, *, rows=-1, start=None, end=None, nvtx=None) -> list[tuple]:
+def select(db, *, rows=-1, start=None, end=None, nvtx=None) -> list[tuple]:
+    export = db.export
     if not all(export.has(t) for t in ("CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME", "ENUM_CUDA_MEM_KIND")):
         return []
     green = A.column(export, "CUPTI_ACTIVITY_KIND_MEMSET", "m", "greenContextId")
@@ -33,18 +34,18 @@ def select(export, *, rows=-1, start=None, end=None, nvtx=None) -> list[tuple]:
     sql = f"""
         SELECT m.end - m.start AS duration, m.start, k.label, {size}, (m.globalPid >> 24) & 16777215,
                m.deviceId, m.contextId, NULLIF({green}, 0), m.streamId, s.value
-        FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
+        FROM {db.calls()} AS r
         JOIN StringIds AS s ON s.id = r.nameId
         JOIN CUPTI_ACTIVITY_KIND_MEMSET AS m ON m.correlationId = r.correlationId
         LEFT JOIN ENUM_CUDA_MEM_KIND AS k ON k.id = {kind}
         WHERE s.value LIKE 'cudaMemset%' AND s.value NOT LIKE '%async%' AND {kind} IN (1, 4)
-          AND {A.scope(export, start, end, nvtx).where("m", "globalPid")}
+          AND {A.scope(db, start, end, nvtx).where("m", "globalPid")}
         ORDER BY duration DESC, r.rowid, m.rowid{A.limit(rows)}"""
-    return A.fetch(export, sql)
+    return db.fetch(sql)
 
 
 def rows(run, **options):
-    return A.frame(COLUMNS, [r for ex in run.exports for r in select(ex, **options)])
+    return A.frame(COLUMNS, [r for db in run.dbs for r in select(db, **options)])
 
 
 def findings(run, table, **options) -> list[Finding]:

@@ -27,8 +27,8 @@ COLUMNS = (
 ADVICE = "Find what the host did meanwhile (NVTX ranges around data loading, checkpoints, logging) and overlap it with GPU work."
 
 
-def select(export, *, rows=-1, start=None, end=None, nvtx=None, gap=500) -> list[tuple]:
-    ops = A.gpu_ops(export, A.scope(export, start, end, nvtx))
+def select(db, *, rows=-1, start=None, end=None, nvtx=None, gap=500) -> list[tuple]:
+    ops = A.gpu_ops(db.export, A.scope(db, start, end, nvtx))
     if ops is None:
         return []
     sql = f"""
@@ -41,11 +41,11 @@ def select(export, *, rows=-1, start=None, end=None, nvtx=None, gap=500) -> list
             WHERE s.start - e.end > {int(gap) * 1000000} AND e.end < s.start)
         SELECT ROW_NUMBER() OVER (ORDER BY duration DESC, at, pid, deviceId), duration, at, pid, deviceId, contextId
         FROM gaps ORDER BY duration DESC, at, pid, deviceId{A.limit(rows)}"""
-    return A.fetch(export, sql)
+    return db.fetch(sql)
 
 
 def rows(run, **options):
-    return A.frame(COLUMNS, [r for ex in run.exports for r in select(ex, **options)])
+    return A.frame(COLUMNS, [r for db in run.dbs for r in select(db, **options)])
 
 
 def findings(run, table, *, gap=500, **options) -> list[Finding]:

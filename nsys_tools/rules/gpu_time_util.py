@@ -36,10 +36,10 @@ COLUMNS = (
 ADVICE = "Look at what the host does in these stretches (NVTX ranges, CPU sampling): the GPU waits for it."
 
 
-def select(export, *, rows=-1, start=None, end=None, nvtx=None, threshold=50, chunks=30) -> list[tuple]:
+def select(db, *, rows=-1, start=None, end=None, nvtx=None, threshold=50, chunks=30) -> list[tuple]:
     if not 1 <= chunks <= 1000:
         raise ValueError("rule gpu_time_util: chunks must be between 1 and 1000")
-    ops = A.gpu_ops(export, A.scope(export, start, end, nvtx))
+    ops = A.gpu_ops(db.export, A.scope(db, start, end, nvtx))
     if ops is None:
         return []
     sql = f"""
@@ -76,11 +76,11 @@ def select(export, *, rows=-1, start=None, end=None, nvtx=None, threshold=50, ch
             FROM runs GROUP BY run, deviceId, pid)
         SELECT ROW_NUMBER() OVER (ORDER BY mean, duration, run, deviceId, pid), mean, duration, a, pid, deviceId, contextId
         FROM joined ORDER BY mean, duration, run, deviceId, pid{A.limit(rows)}"""
-    return A.fetch(export, sql)
+    return db.fetch(sql)
 
 
 def rows(run, **options):
-    return A.frame(COLUMNS, [r for ex in run.exports for r in select(ex, **options)])
+    return A.frame(COLUMNS, [r for db in run.dbs for r in select(db, **options)])
 
 
 def findings(run, table, *, threshold=50, **options) -> list[Finding]:

@@ -49,17 +49,6 @@ def _per_file(
     return (part.with_columns(file=pl.lit(str(path))) if per_file else part), counts
 
 
-def accounting(paths: Sequence[Path], nsys=None) -> dict[Path, pl.DataFrame]:
-    """Each export's ``read.accounted.accounting``, for a command that reads its views another
-    way (``summary``): the note on operations without a launch call or a time, and bad rows."""
-    out = {}
-    for path in paths:
-        with reading(path):
-            ex = open_export(path, nsys)
-            out[path] = accounted.accounting(Trace(ex), lambda ex=ex: chunked.accounting_counts(ex))
-    return out
-
-
 def _identity(path: Path, full: bool | None = None) -> tuple:
     """What changes when a file is written or replaced: device, inode, size, modification time."""
     import os

@@ -46,19 +46,26 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[b
     return [row(head), rule(right), *body]
 
 
-def tables(paths: Sequence[str | Path], *, window=None, engine=None) -> dict[str, pl.DataFrame]:
-    """The views a summary reads, over ``paths`` (a ``read.window.WindowSpec`` in ``window``)."""
-    from ..run.report import view_table
+def tables(paths: Sequence[str | Path], *, window=None, engine=None, run=None) -> dict[str, pl.DataFrame]:
+    """The views a summary reads, over ``paths`` (a ``read.window.WindowSpec`` in ``window``),
+    through ``run`` (a ``rules.context.Run`` of them, where the rules find the tables they read
+    too). ``overlap`` is read only where an export may hold an NCCL kernel (``Run.nccl``): the
+    summary reads its NCCL time alone, which is none without one."""
+    from .. import views
+    from ..rules.context import Run
 
+    run = run or Run(paths, engine=engine)
     options = {"window": window} if window else {}
     return {
-        "utilization": view_table(paths, "utilization", by=["device"], engine=engine, **options),
-        "idle": view_table(paths, "idle", by=["device"], engine=engine, **options),
-        "kernels": view_table(paths, "kernels", names="short", engine=engine, **options),
-        "ranges": view_table(paths, "ranges", engine=engine, **options),
-        "sync": view_table(paths, "sync", engine=engine, **options),
-        "launch": view_table(paths, "launch", names="short", engine=engine, **options),
-        "overlap": view_table(paths, "overlap", by=["device"], engine=engine, **options),
+        "utilization": run.view("utilization", by=["device"], **options),
+        "idle": run.view("idle", by=["device"], **options),
+        "kernels": run.view("kernels", names="short", **options),
+        "ranges": run.view("ranges", **options),
+        "sync": run.view("sync", **options),
+        "launch": run.view("launch", names="short", **options),
+        "overlap": (
+            run.view("overlap", by=["device"], **options) if run.nccl else views.empty("overlap", views.by_columns(["device"]))
+        ),
     }
 
 
@@ -111,17 +118,26 @@ def findings(t: dict[str, pl.DataFrame]) -> list[Finding]:
     return sorted(out, key=lambda f: -f.ns)
 
 
-def summary(paths: Sequence[str | Path], *, window=None, engine=None, merge: bool = False, steps: dict | None = None) -> str:
+def summary(
+    paths: Sequence[str | Path],
+    *,
+    window=None,
+    engine=None,
+    merge: bool = False,
+    steps: dict | None = None,
+    accounting: dict | None = None,
+) -> str:
     """The markdown summary of the run in ``paths`` (exports or folders of them); exports of
     several runs (``read.sessions.runs``: captures that do not overlap in time) get one section
-    each, unless ``merge`` reads them as one."""
+    each, unless ``merge`` reads them as one. ``accounting``: a dict that gets each export's
+    ``read.accounted.accounting`` (``rules.context.Run``'s)."""
     from ..read.inputs import expand_inputs
     from ..read.sessions import runs
 
     files = expand_inputs(paths)
     groups = [files] if merge else runs(files)
     if len(groups) == 1:
-        return run_summary(files, window=window, engine=engine, steps=steps)
+        return run_summary(files, window=window, engine=engine, steps=steps, accounting=accounting)
     head = [
         f"## {len(groups)} runs",
         "",
@@ -129,28 +145,29 @@ def summary(paths: Sequence[str | Path], *, window=None, engine=None, merge: boo
         "one section each; `nsys-tools compare BASE NEW` compares two of them, `--merge` reads them as one.",
         "",
     ]
-    return "\n".join(head + [run_summary(g, window=window, engine=engine, steps=steps) for g in groups])
+    sections = [run_summary(g, window=window, engine=engine, steps=steps, accounting=accounting) for g in groups]
+    return "\n".join(head + sections)
 
 
-def run_summary(files: Sequence[Path], *, window=None, engine=None, steps: dict | None = None) -> str:
+def run_summary(
+    files: Sequence[Path], *, window=None, engine=None, steps: dict | None = None, accounting: dict | None = None
+) -> str:
     """The markdown summary of one run: ``files``, its exports. Over the whole run it leads with
     the three largest findings of ``diagnose`` and gives the steps (``steps``: the step view's
     options: ``step``, ``warmup``, ``slow``, ``flops_per_step``, ``peak_tflops``); in a window,
     with the largest of the window's own figures."""
     from ..render.tables import escape, shorten
+    from ..rules.context import Run
 
-    t = tables(files, window=window, engine=engine)
+    run = Run(files, steps or {}, engine=engine, accounting=accounting)
+    t = tables(files, window=window, run=run)
     util, idle = t["utilization"], t["idle"]
     where = f"{len(files)} exports" if len(files) > 1 else f"`{files[0].name}`"
     lines = [f"### Run summary: {where}" + (f" ({window})" if window else ""), ""]
     lines += ["**Look at first:**", ""]
-    run = None
     if window is None:
         from ..rules import diagnose
-        from ..rules.context import Run
 
-        run = Run(files, steps or {})
-        run.hold("ranges", t["ranges"])
         found = [Finding(f.time_ns, f"{escape(f.title)} (`{f.rule}`)") for f in diagnose(run)]
     else:
         found = findings(t)
@@ -159,7 +176,7 @@ def run_summary(files: Sequence[Path], *, window=None, engine=None, steps: dict 
 
         lines.append(f"(no GPU work found: {reason(files, 'utilization', window=window)})")
     lines += [f"{i}. {f.text}" for i, f in enumerate(found[:3], 1)]
-    lines += _steps(run.steps) if run is not None else []
+    lines += _steps(run.steps) if window is None else []
     lines += ["", "**Devices**", ""]
     lines += _table(
         ["GPU", "span", "busy", "compute", "NCCL exposed", "memory", "idle"],
