@@ -199,3 +199,80 @@ def test_ranges_in_a_window_keep_the_range_their_work_was_launched_in():
     launched = sql("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE start >= ? AND start < ?", middle, end)[0][0]
     assert kernels["instances"].sum() == launched > 0
     assert set(kernels["range"]) <= {"forward", "backward", "step=0", ""} and "forward" in set(kernels["range"])
+
+
+K = "CUPTI_ACTIVITY_KIND_KERNEL"
+LOST = (  # every third kernel's launch call is lost, as in a trace that dropped records
+    f"DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN (SELECT correlationId FROM {K} WHERE rowid % 3 = 0) "
+    "AND nameId IN (SELECT id FROM StringIds WHERE value LIKE '%Launch%')"
+)
+NO_PID = [f"ALTER TABLE CUPTI_ACTIVITY_KIND_{t} DROP COLUMN globalPid" for t in ("KERNEL", "MEMCPY", "MEMSET")]
+
+
+def _edited(tmp_path, name: str, statements: list[str]):
+    path = tmp_path / f"{name}.sqlite"
+    path.write_bytes(MULTI.read_bytes())
+    with sqlite3.connect(path) as con:
+        for statement in statements:
+            con.execute(statement)
+    con.close()
+    return path
+
+
+def _unlaunched(windows: dict[int, tuple[int, int]], path) -> int:
+    """Kernels of each pid with no launch row, that start inside its window, by sqlite3."""
+    return sum(
+        sql(
+            f"SELECT count(*) FROM {K} o WHERE (o.globalPid >> 24) % (1 << 24) = ? AND o.start >= ? AND o.start < ? "
+            "AND NOT EXISTS (SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.correlationId = o.correlationId "
+            "AND r.globalTid >> 24 = o.globalPid >> 24)",
+            pid,
+            lo,
+            hi,
+            path=path,
+        )[0][0]
+        for pid, (lo, hi) in windows.items()
+    )
+
+
+def test_work_that_records_no_process_keeps_its_ranks_window(tmp_path):
+    """An export whose GPU operations record no process (nsys before 2021), with some launch
+    calls lost: each operation is in its rank's window by its call's process, or with no call, by
+    its device's (one process per GPU here). Per-rank windows had dropped all of them; every view
+    and the timeline now give what the same export with its processes gives."""
+    kept = _edited(tmp_path, "with-pids", [LOST])
+    old = _edited(tmp_path, "without-pids", [LOST, *NO_PID])
+    windows = {pid: s[1] for pid, s in steps(kept).items()}
+    spec = WindowSpec(within="step=*#2")
+    expected = launched(K, windows, path=kept) + _unlaunched(windows, kept)
+    assert 0 < _unlaunched(windows, kept) < expected
+    assert view_table([old], "kernels", window=spec)["instances"].sum() == expected
+    for view in ("kernels", "memops", "overlap", "steps", "utilization"):
+        assert view_table([old], view, window=spec).equals(view_table([kept], view, window=spec)), view
+    from typer.testing import CliRunner
+
+    from nsys_tools.cli import app
+
+    for path in (kept, old):
+        res = CliRunner().invoke(app, ["timeline", str(path), "--within", "step=*#2", "-o", str(tmp_path / "t.json")])
+        assert res.exit_code == 0 and f", {expected} kernel, " in res.stderr, res.output
+
+
+def test_work_of_no_known_process_on_a_shared_device_is_kept_by_the_ranks_span(tmp_path):
+    """Both processes on one device, and operations with neither a process nor a launch call: no
+    rank can claim them, so they stay in the window where they start inside the ranks' span,
+    never dropped."""
+    kept = _edited(tmp_path, "with-pids", [LOST, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 0"])
+    old = _edited(tmp_path, "without-pids", [LOST, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 0", *NO_PID])
+    windows = {pid: s[1] for pid, s in steps(kept).items()}
+    lo, hi = min(w[0] for w in windows.values()), max(w[1] for w in windows.values())
+    unknown = sql(
+        f"SELECT count(*) FROM {K} o WHERE o.start >= ? AND o.start < ? AND NOT EXISTS (SELECT 1 FROM "
+        "CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.correlationId = o.correlationId AND r.globalTid >> 24 = o.globalPid >> 24)",
+        lo,
+        hi,
+        path=kept,
+    )[0][0]
+    expected = launched(K, windows, path=kept) + unknown
+    assert unknown > _unlaunched(windows, kept)
+    assert view_table([old], "kernels", window=WindowSpec(within="step=*#2"))["instances"].sum() == expected

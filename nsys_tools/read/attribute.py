@@ -41,7 +41,9 @@ def launches(ops: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
     record no process (nsys before 2021) may hold several processes that reuse correlation ids:
     there each operation takes the call with its correlation id that started last before it
     did (a launch precedes its execution), and the process of that call's thread. Either way an
-    operation matches at most one call. Operations with no launching call keep null call columns.
+    operation matches at most one call. Operations with no launching call keep null call columns;
+    one that records no process either takes, where ``ops`` has ``device_id``, the process of the
+    other operations on its device when they are all of one process (else it stays unattributed).
     """
     cols = [c for c in ("global_tid", "api_start_ns", "api_end_ns", "api_name_id") if c in calls.collect_schema().names()]
     unknown = ops.select(pl.col("global_pid").is_null().sum()).collect().item()
@@ -61,7 +63,18 @@ def launches(ops: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
             check_sortedness=False,
         )
     )
-    return pl.concat([by_process.filter(pl.col("global_pid").is_not_null()), by_time], how="diagonal_relaxed")
+    out = pl.concat([by_process.filter(pl.col("global_pid").is_not_null()), by_time], how="diagonal_relaxed")
+    if "device_id" not in out.collect_schema().names():
+        return out
+    alone = (
+        out.drop_nulls("global_pid")
+        .group_by("device_id")
+        .agg(pl.col("global_pid").unique())
+        .filter(pl.col("global_pid").list.len() == 1)
+        .select("device_id", _device=pl.col("global_pid").list.first())
+    )
+    out = out.join(alone, on="device_id", how="left", maintain_order="left")
+    return out.with_columns(global_pid=pl.coalesce("global_pid", "_device")).drop("_device")
 
 
 def _pushpop_depths(ranges: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:

@@ -123,6 +123,15 @@ def _only(frame: pl.LazyFrame, columns: Sequence[str] | None) -> pl.LazyFrame:
     return frame.select([c for c in dict.fromkeys(columns) if c in have])
 
 
+def launched_by(ops: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
+    """``ops`` with ``_launch``, the start of the call that launched each (null where none is
+    recorded), and ``_pid``, its process as ``attribute.launches`` finds it: its own, its call's,
+    or its device's (null where none of them tells)."""
+    keys = calls.select(*LAUNCH_KEYS, "global_tid", "api_start_ns")
+    out = attribute.launches(ops.with_columns(_own=pl.col("global_pid")), keys).rename({"api_start_ns": "_launch"})
+    return out.with_columns(_pid=pl.col("global_pid"), global_pid=pl.col("_own")).drop("_own", "global_tid")
+
+
 class Trace:
     """An opened Nsight Systems export, read as frames. Use ``nsys_tools.open(path)``.
 
@@ -146,7 +155,9 @@ class Trace:
     def _windowed(self, frame: pl.LazyFrame, start: str = "start_ns", *, launched: bool = False) -> pl.LazyFrame:
         """``frame``'s rows that start inside the window; with per-rank windows, inside their
         process's, and GPU operations (``launched``) by the start of the call that launched them
-        (by their own start where none is recorded)."""
+        (by their own start where none is recorded), in the window of their process as their
+        attribution finds it (``launched_by``); one whose process is unknown is kept where it
+        starts inside the ranks' windows' span, never dropped for want of a process."""
         w = self.window
         if w is None:
             return frame
@@ -154,18 +165,24 @@ class Trace:
             return frame.filter(pl.col(start).is_between(w.start_ns, w.end_ns, closed="left"))
         at = pl.col(start)
         if launched:
-            calls = events.launch_calls(self.export, frame, names=False).select(*LAUNCH_KEYS, _launch="api_start_ns")
-            frame = frame.join(calls, on=list(LAUNCH_KEYS), how="left", maintain_order="left")
-            at = pl.coalesce("_launch", start)
-        pid = pl.col("global_pid") if "global_pid" in frame.collect_schema().names() else events.global_pid(pl.col("global_tid"))
+            frame = launched_by(frame, events.launch_calls(self.export, frame, names=False))
+            at, pid = pl.coalesce("_launch", start), pl.col("_pid")
+        else:
+            pid = (
+                pl.col("global_pid")
+                if "global_pid" in frame.collect_schema().names()
+                else events.global_pid(pl.col("global_tid"))
+            )
         pids, los, his = (list(c) for c in zip(*w.ranks, strict=True))
         lo = pid.replace_strict(pids, los, default=None, return_dtype=pl.Int64)
         hi = pid.replace_strict(pids, his, default=None, return_dtype=pl.Int64)
+        if launched:  # of no known process: the span of the ranks' windows
+            lo, hi = pl.when(pid.is_null()).then(w.start_ns).otherwise(lo), pl.when(pid.is_null()).then(w.end_ns).otherwise(hi)
         kept = frame.filter((at >= lo) & (at < hi))
-        return kept.drop("_launch") if launched else kept
+        return kept.drop("_launch", "_pid") if launched else kept
 
     def _timed(
-        self, columns: Sequence[str] | None, start: str = "start_ns", *, ids: Sequence[str] = LAUNCH_KEYS
+        self, columns: Sequence[str] | None, start: str = "start_ns", *, ids: Sequence[str] = (*LAUNCH_KEYS, "device_id")
     ) -> Sequence[str] | None:
         """``columns`` and, in a window, the start time the window filters on (and, with
         per-rank windows, the ``ids`` that name the rank and the launch)."""
@@ -335,7 +352,7 @@ class Trace:
         key = ("gpu_ops", attributed, nesting, kinds, ranges, None if columns is None else tuple(columns))
 
         def read() -> pl.LazyFrame:
-            wanted = _reads(None if columns is None else [*columns, *LAUNCH_KEYS, "start_ns"])
+            wanted = _reads(None if columns is None else [*columns, *LAUNCH_KEYS, "start_ns", "device_id"])
             frames = []
             if "kernel" in kinds:
                 frames.append(events.kernels(self.export, wanted).with_columns(kind=pl.lit("kernel", KIND)))
@@ -347,8 +364,8 @@ class Trace:
             ).collect()  # read once: attribution reads it twice
             if columns is not None:  # only what was asked for travels through the joins
                 keep = {*_reads([*columns, *LAUNCH_KEYS]), "kind", "label"}
-                if ops["global_pid"].has_nulls():  # or matched to their launch by time
-                    keep.add("start_ns")
+                if ops["global_pid"].has_nulls():  # or matched to their launch by time, else by device
+                    keep |= {"start_ns", "device_id"}
                 ops = ops.select([c for c in ops.columns if c in keep])
             ops = ops.lazy()
             names = KERNEL_NAMES
