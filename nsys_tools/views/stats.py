@@ -6,13 +6,12 @@ integer nanoseconds in, float nanoseconds out for the interpolated statistics.
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 import polars as pl
-
-if TYPE_CHECKING:
-    import numpy as np
 
 
 def distribution(col: str) -> dict[str, pl.Expr]:
@@ -196,40 +195,72 @@ def share(total: str, keys: Sequence[str] = ()) -> pl.Expr:
 
 # Bootstrap replicates are drawn in chunks of at most this many resampled values, to bound memory
 # on groups of many calls.
-CHUNK_VALUES = 20_000_000
+CHUNK_VALUES = 1_000_000
 
 
-def _clusters(values: pl.Series, clusters: pl.Series | None) -> dict[object, np.ndarray]:
-    """``{cluster label: sorted values}``; a single cluster when ``clusters`` is None. Sorted
-    first: the samples' order depends on joins, the interval must not."""
-    import numpy as np
+class _Clusters(NamedTuple):
+    """One side of a ratio: its cluster ``labels`` (sorted), its ``values`` sorted within each
+    cluster and laid end to end in the labels' order, and each cluster's ``sizes``."""
 
-    v = values.to_numpy().astype(float)
-    if clusters is None:
-        return {0: np.sort(v)}
-    c = clusters.to_numpy()
-    return {label: np.sort(v[c == label]) for label in sorted(set(c.tolist()))}
+    labels: list
+    values: pl.Series
+    sizes: list[int]
 
 
-def _medians(groups: list, picks: np.ndarray, rng) -> np.ndarray:
-    """Medians of hierarchical bootstrap samples: replicate b takes the clusters ``picks[b]``
-    (drawn with replacement) and, within each, as many values as it holds, with replacement."""
-    import numpy as np
+def _clusters(values: pl.Series, clusters: pl.Series | None) -> _Clusters:
+    """The side's clusters; a single cluster when ``clusters`` is None. Sorted first: the
+    samples' order depends on joins, the interval must not."""
+    frame = pl.DataFrame({"value": values.cast(pl.Float64)})
+    frame = frame.with_columns(label=pl.lit(0) if clusters is None else clusters).sort("label", "value")
+    counts = frame.group_by("label", maintain_order=True).len()
+    return _Clusters(counts["label"].to_list(), frame["value"], counts["len"].to_list())
 
-    sizes = np.array([g.size for g in groups])
-    width = int(sizes.max())
-    padded = np.full((len(groups), width), np.nan)
-    for k, g in enumerate(groups):
-        padded[k, : g.size] = g
-    out = np.empty(picks.shape[0])
-    step = max(1, CHUNK_VALUES // (picks.shape[1] * width))
-    for lo in range(0, picks.shape[0], step):
-        p = picks[lo : lo + step]
-        n = sizes[p][..., None]
-        idx = np.floor(rng.random((*p.shape, width)) * n).astype(np.int64)
-        sample = np.where(np.arange(width) < n, padded[p[..., None], idx], np.nan)
-        out[lo : lo + step] = np.nanmedian(sample.reshape(p.shape[0], -1), axis=1)
-    return out
+
+def _uniform(rng: random.Random, count: int) -> pl.Series:
+    """``count`` independent integers uniform in [0, 2**32), drawn from ``rng``."""
+    raw = pl.Series([rng.randbytes(4 * count)], dtype=pl.Binary)
+    return raw.bin.reinterpret(dtype=pl.Array(pl.UInt32, count), endianness="little").explode()
+
+
+def _below(draws: pl.Series | pl.Expr, n: pl.Series | pl.Expr | int) -> pl.Series | pl.Expr:
+    """``_uniform``'s draws as integers uniform in [0, n): ``floor(draw * n / 2**32)``, below n
+    for any n under 2**32 (the rounded product stays below ``n * 2**32``)."""
+    return (draws.cast(pl.Float64) * n * 2.0**-32).cast(pl.Int64)
+
+
+def _picks(rng: random.Random, side: _Clusters, resamples: int) -> pl.Series:
+    """The clusters each replicate draws, with replacement: ``resamples`` runs of as many
+    cluster indices as the side holds."""
+    return _below(_uniform(rng, resamples * len(side.sizes)), len(side.sizes))
+
+
+def _medians(side: _Clusters, picks: pl.Series, rng: random.Random) -> pl.Series:
+    """Medians of hierarchical bootstrap samples: replicate b takes the clusters of its run of
+    ``picks`` and, within each, as many values as it holds, with replacement."""
+    k, width = len(side.sizes), max(side.sizes)
+    even = min(side.sizes) == width  # every replicate draws k * width values: a row of an array each
+    sizes = pl.Series(side.sizes, dtype=pl.Int64)
+    starts = sizes.cum_sum() - sizes  # each cluster's first value in side.values
+    step = max(1, CHUNK_VALUES // (k * width))
+    out = []
+    for lo in range(0, len(picks) // k, step):
+        p = picks.slice(lo * k, step * k)
+        if even:
+            at = _below(_uniform(rng, len(p) * width), width)
+            slot = pl.int_range(len(at), eager=True) // width if k > 1 else None  # the slot each value is drawn for
+        else:
+            size = sizes.gather(p)
+            slot = pl.int_range(len(p), eager=True).repeat_by(size).explode()
+            at = _below(_uniform(rng, len(slot)), size.gather(slot))
+        if slot is not None:
+            at = starts.gather(p).gather(slot) + at
+        values = side.values.gather(at)
+        if even:
+            out.append(values.reshape((len(p) // k, k * width)).arr.median())
+        else:
+            sample = pl.DataFrame({"replicate": slot // k, "value": values})
+            out.append(sample.group_by("replicate", maintain_order=True).agg(pl.col("value").median())["value"])
+    return pl.concat(out)
 
 
 def ratio_ci(
@@ -250,22 +281,20 @@ def ratio_ci(
     the same cluster labels (rounds of one session, where both ran side by side) the same
     clusters are drawn for both: the pairing cancels what the rounds share. ``session_sd`` (a
     standard deviation of the log ratio) adds the variance between sessions that one capture
-    per side cannot show: pass it when the two sides come from different sessions."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
+    per side cannot show: pass it when the two sides come from different sessions. The interval
+    is the replicates' percentiles, interpolated linearly; one ``seed`` gives one interval."""
+    rng = random.Random(seed)
     a, b = _clusters(num, num_clusters), _clusters(den, den_clusters)
-    point = float(np.median(np.concatenate(list(a.values()))) / np.median(np.concatenate(list(b.values()))))
-    if list(a) == list(b) and len(a) > 1:
-        picks = rng.integers(0, len(a), (resamples, len(a)))
-        pa = pb = picks
+    point = float(a.values.median() / b.values.median())
+    if a.labels == b.labels and len(a.labels) > 1:
+        pa = pb = _picks(rng, a, resamples)
     else:
-        pa, pb = rng.integers(0, len(a), (resamples, len(a))), rng.integers(0, len(b), (resamples, len(b)))
-    ratios = np.log(_medians(list(a.values()), pa, rng)) - np.log(_medians(list(b.values()), pb, rng))
+        pa, pb = _picks(rng, a, resamples), _picks(rng, b, resamples)
+    ratios = _medians(a, pa, rng).log() - _medians(b, pb, rng).log()
     if session_sd > 0:
-        ratios = ratios + rng.normal(0.0, session_sd, resamples)
-    lo, hi = np.exp(np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2]))
-    return point, float(lo), float(hi)
+        ratios = ratios + pl.Series([rng.gauss(0.0, session_sd) for _ in range(resamples)])
+    lo, hi = (ratios.quantile(q, "linear") for q in ((1 - level) / 2, (1 + level) / 2))
+    return point, math.exp(lo), math.exp(hi)
 
 
 def verdict(lo: float, hi: float) -> str:
