@@ -114,6 +114,39 @@ def test_doubled_launches_take_the_outermost_call():
     assert (both["range"] == both["range_real"]).all()
 
 
+@pytest.mark.parametrize("command", [["report"], ["summary"], ["report", "--view", "steps"]])
+def test_doubled_launches_are_noted_in_one_line(command):
+    """The report says, in one line, how many operations several calls launched under one
+    correlation id (counted by sqlite3), and that each is attributed once; the views of the
+    operations equal those of the real capture. Nothing had said so."""
+    from typer.testing import CliRunner
+
+    from nsys_tools.cli import app
+
+    with sqlite3.connect(f"file:{DOUBLED}?mode=ro", uri=True) as con:
+        counts = [
+            con.execute(
+                f"SELECT count(*) FROM {table} o WHERE (SELECT count(*) FROM {S.RUNTIME} r WHERE r.correlationId = "
+                "o.correlationId AND r.globalTid >> 24 = o.globalPid >> 24) > 1"
+            ).fetchone()[0]
+            for table in (S.KERNEL, S.MEMCPY, S.MEMSET)
+        ]
+    con.close()
+    assert counts == [70, 32, 24]
+    res = CliRunner().invoke(app, [*command, str(DOUBLED)])
+    assert res.exit_code == 0, res.output
+    notes = [line for line in res.stderr.splitlines() if line.startswith("Note:") and "correlation id" in line]
+    assert notes == [
+        f"Note: {DOUBLED}: 70 kernels, 32 memcpys and 24 memsets were launched by API calls that share one correlation "
+        "id (the call made and the entry point it wraps, as older CUDA runtimes record them); each is attributed "
+        "once, to the outermost call"
+    ]
+    for view in ("kernels", "memops", "utilization", "overlap"):
+        assert view_table([DOUBLED], view).equals(view_table([MULTI], view)), view
+    clean = CliRunner().invoke(app, [*command, str(MULTI)])
+    assert "correlation id" not in clean.stderr
+
+
 def test_doubled_api_names_stay_apart():
     """The outer and the versioned call both happened: the API view counts both, and keeps
     their recorded names where nsys's shortening would make them read alike."""
@@ -141,6 +174,12 @@ def test_no_process_column_matches_by_the_launching_thread(tmp_path):
             con.execute(f"ALTER TABLE {table} DROP COLUMN globalPid")
     con.close()
     assert reused == 39
+    from typer.testing import CliRunner
+
+    from nsys_tools.cli import app
+
+    res = CliRunner().invoke(app, ["report", str(path)])  # ids reused by two processes: not shared within one
+    assert res.exit_code == 0 and "correlation id" not in res.stderr, res.stderr
     cols = ["start_ns", "device_id", "stream_id", "pid", "process_name", "gpu_id"]
     old = nsys_tools.open(path).gpu_ops(columns=cols).collect()
     new = nsys_tools.open(MULTI).gpu_ops(columns=cols).collect()

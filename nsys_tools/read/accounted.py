@@ -20,7 +20,7 @@ from . import attribute, badrows, cache
 from . import frames as events
 from . import schema as S
 
-KEY = "accounting v5"
+KEY = "accounting v6"
 SUMMED = badrows.COLUMNS  # counted per part and summed
 LOST_WORDS = ("lost", "dropped", "discarded", "overflow")  # diagnostics that say records are missing
 
@@ -29,16 +29,19 @@ def counts(trace) -> pl.LazyFrame:
     """Per kind of GPU operation in ``trace``: ``ops``, ``unlaunched``, ``first_op_ns`` (of those
     with a start and an end time), ``first_launch_ns`` (the first call that launched one of
     them), ``untimed`` (those without a time), ``unsized`` (copies and sets whose bytes are
-    NULL, or not in the export), and the bad rows ``read.badrows`` names
+    NULL, or not in the export), ``relaunched`` (those whose launch several API calls record,
+    sharing its correlation id: an older runtime's call and the entry point it wraps; attributed
+    to the outermost), and the bad rows ``read.badrows`` names
     (``backwards``, left out of the others; ``zero_length``, ``shared_ids``, ``outside``, kept).
     Counts of any subsets of the operations (with their launch calls) merge into those of all
     (``merge``); operations that share a correlation id are in one subset (split by launch)."""
     columns = ["kind", "global_pid", "correlation_id", "start_ns", "end_ns", "bytes"]
     ops = trace.gpu_ops(attributed=False, columns=columns, kinds=_complete(trace.export))
     calls = events.launch_calls(trace.export, ops, names=False)
+    # Each operation with its launch, and its process where the export records none (by its call).
+    launched = attribute.launches(ops, calls).collect().lazy()
     timed = (
-        attribute.launches(ops, calls)
-        .group_by("kind")
+        launched.group_by("kind")
         .agg(
             ops=pl.len().cast(pl.Int64),
             unlaunched=pl.col("api_start_ns").is_null().sum().cast(pl.Int64),
@@ -48,12 +51,20 @@ def counts(trace) -> pl.LazyFrame:
         )
         .with_columns(pl.col("kind").cast(pl.String))
     )
+    repeated = calls.filter(pl.col("calls") > 1).select("global_pid", "correlation_id")
+    relaunched = (
+        launched.join(repeated, on=["global_pid", "correlation_id"], how="semi")
+        .group_by("kind")
+        .agg(relaunched=pl.len().cast(pl.Int64))
+        .with_columns(pl.col("kind").cast(pl.String))
+    )
     untimed = events.untimed(trace.export).group_by("kind").agg(untimed=pl.len().cast(pl.Int64))
     backwards = events.backwards(trace.export).group_by("kind").agg(backwards=pl.len().cast(pl.Int64))
-    bad = badrows.counts(ops, badrows.capture(trace.export)).with_columns(pl.col("kind").cast(pl.String))
+    bad = badrows.counts(launched, badrows.capture(trace.export)).with_columns(pl.col("kind").cast(pl.String))
     out = timed.join(untimed, on="kind", how="full", coalesce=True).join(backwards, on="kind", how="full", coalesce=True)
+    out = out.join(relaunched, on="kind", how="full", coalesce=True)
     return out.join(bad, on="kind", how="full", coalesce=True).with_columns(
-        pl.col("ops", "unlaunched", "unsized", "untimed", *SUMMED).fill_null(0)
+        pl.col("ops", "unlaunched", "unsized", "relaunched", "untimed", *SUMMED).fill_null(0)
     )
 
 
@@ -77,7 +88,10 @@ def merge(parts: pl.DataFrame) -> pl.DataFrame:
     """``counts`` of several parts of one export, as those of the whole."""
     return (
         parts.group_by("kind")
-        .agg(pl.col("ops", "unlaunched", "unsized", "untimed", *SUMMED).sum(), pl.col("first_op_ns", "first_launch_ns").min())
+        .agg(
+            pl.col("ops", "unlaunched", "unsized", "relaunched", "untimed", *SUMMED).sum(),
+            pl.col("first_op_ns", "first_launch_ns").min(),
+        )
         .sort("kind")
     )
 
@@ -135,11 +149,13 @@ def note(name: str, counted: pl.DataFrame) -> str | None:
     if counted.is_empty():
         return None
     rows = {r["kind"]: r for r in counted.iter_rows(named=True)}
-    parts, untimed, untimed_ops, unsized = [], [], 0, []
+    parts, untimed, untimed_ops, unsized, relaunched = [], [], 0, [], []
     for kind in ("kernel", "memcpy", "memset"):
         r = rows.get(kind)
         if r and r["unlaunched"]:
             parts.append(f"{r['unlaunched']:,} of {_count(r['ops'], kind)}")
+        if r and r.get("relaunched"):
+            relaunched.append(_count(r["relaunched"], kind))
         if r and r.get("unsized"):
             unsized.append(f"{r['unsized']:,} of {_count(r['ops'], kind)}")
         if r and r["untimed"]:
@@ -164,6 +180,12 @@ def note(name: str, counted: pl.DataFrame) -> str | None:
         said.append(f"{listed} {'has' if one else 'have'} no start or end time and {'is' if one else 'are'} not counted")
     if unsized:
         said.append(f"{' and '.join(unsized)} record no byte count: their sizes and bandwidths are unknown, their times counted")
+    if relaunched:
+        listed = ", ".join(relaunched[:-1]) + " and " + relaunched[-1] if len(relaunched) > 1 else relaunched[0]
+        said.append(
+            f"{listed} were launched by API calls that share one correlation id (the call made and the entry "
+            "point it wraps, as older CUDA runtimes record them); each is attributed once, to the outermost call"
+        )
     said += badrows.note(rows)
     if cut:
         said.append("the trace looks cut in time: " + " and ".join(cut))

@@ -33,8 +33,10 @@ def capture(ex) -> tuple[int, int] | None:
 def counts(ops: pl.LazyFrame, span: tuple[int, int] | None) -> pl.LazyFrame:
     """Per ``kind`` of the operations ``ops`` (``kind, global_pid, correlation_id, start_ns,
     end_ns``): ``zero_length``, ``shared_ids`` (a correlation id another operation of the process
-    holds too) and ``outside`` (starting before ``span`` or ending after it)."""
-    shared = pl.col("correlation_id").is_not_null() & (pl.len().over("global_pid", "correlation_id") > 1)
+    holds too; its process as its launch tells, where the export records none) and ``outside``
+    (starting before ``span`` or ending after it)."""
+    known = pl.col("correlation_id").is_not_null() & pl.col("global_pid").is_not_null()  # of no known process: not told
+    shared = known & (pl.len().over("global_pid", "correlation_id") > 1)
     outside = (pl.col("start_ns") < span[0]) | (pl.col("end_ns") > span[1]) if span else pl.lit(False)
     return ops.group_by("kind").agg(
         zero_length=(pl.col("end_ns") == pl.col("start_ns")).sum().cast(pl.Int64),

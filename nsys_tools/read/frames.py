@@ -239,7 +239,7 @@ def launch_calls(ex: Export, ops: pl.LazyFrame, *, names: bool = True) -> pl.Laz
     A correlation id names one launch in a process, but a runtime may record several calls
     for it: older CUDA runtimes write ``cudaLaunchKernel`` and the ``cudaLaunchKernel_v7000`` it
     wraps. Only the outermost call (earliest start, then latest end) is kept, so each operation
-    matches one call and is counted once.
+    matches one call and is counted once; ``calls`` says how many calls recorded its launch.
     """
     cols = ("api_start_ns", "api_end_ns", "global_tid", "correlation_id", *(("api_name_id",) if names else ()))
     calls = api_calls(ex, launches_only=True, columns=cols)
@@ -248,15 +248,17 @@ def launch_calls(ex: Export, ops: pl.LazyFrame, *, names: bool = True) -> pl.Laz
         calls = pl.concat([calls, api_calls(ex, correlation_ids=missing["correlation_id"], columns=cols)])
     calls = calls.select(*cols, "global_pid").collect()
     ids = calls.get_column("correlation_id")
+    once = pl.lit(1, pl.UInt32).alias("calls")
     if ids.n_unique() == len(ids):  # the common case, decided without hashing pairs
-        return calls.lazy()
+        return calls.lazy().with_columns(once)
     per_process = calls.group_by("global_pid").agg(pl.col("correlation_id").n_unique(), n=pl.len())
     if (per_process["correlation_id"] == per_process["n"]).all():  # processes reuse ids, none twice
-        return calls.lazy()
+        return calls.lazy().with_columns(once)
     first = (pl.col("global_pid") != pl.col("global_pid").shift(1)) | (
         pl.col("correlation_id") != pl.col("correlation_id").shift(1)
     )
     ordered = calls.sort(["global_pid", "correlation_id", "api_start_ns", "api_end_ns"], descending=[False, False, False, True])
+    ordered = ordered.with_columns(calls=pl.len().over("global_pid", "correlation_id"))
     return ordered.filter(first.fill_null(True)).lazy()
 
 
