@@ -352,3 +352,45 @@ def test_reads_of_one_table_and_filter_merge_unless_a_name_means_another_field()
     reads = chunked.merged(reads, (S.KERNEL, (other,), ""))
     reads = chunked.merged(reads, (S.KERNEL, (start,), "x > 0"))
     assert list(reads.values()) == ["read0", "read1", "read2"]
+
+
+SUMMARY_VIEWS = [
+    ("utilization", ("device",), {}),
+    ("idle", ("device",), {}),
+    ("kernels", (), {"names": "short"}),
+    ("ranges", (), {}),
+    ("sync", (), {}),
+    ("launch", (), {"names": "short"}),
+    ("steps", (), {}),
+]
+
+
+@pytest.mark.parametrize("name", ["multi-gpu", "nccl-derived"])
+@pytest.mark.slow
+def test_views_that_read_the_same_tables_read_them_once(tiny, monkeypatch, name):
+    """summary's views of one export: the five that read its operations and their launch calls
+    share one read of the large tables, sync (every API call) has its own, steps is read whole;
+    each table is the view's own (read alone, in the whole trace), and the accounting comes from
+    the first pass."""
+    from nsys_tools.read import accounted
+
+    made = []
+    real = chunked._read_ahead
+
+    def recorded(ex, reads):
+        made.append(list(reads))
+        return real(ex, reads)
+
+    monkeypatch.setattr(chunked, "_read_ahead", recorded)
+    ex = open_export(EXPORTS[name])
+    counted = []
+    asked = [(view, views.by_columns(by), options) for view, by, options in SUMMARY_VIEWS]
+    together = chunked.view_partials(ex, asked, counted)
+    assert len(made) == 2 and S.RUNTIME in {t for t, _, w in made[1] if not w}
+    assert {t for t, _, _ in made[0]} >= {S.KERNEL, S.RUNTIME}
+    assert_frame_equal(counted[0], accounted.merge(accounted.counts(Trace(ex)).collect()))
+    for (view, by, options), part in zip(SUMMARY_VIEWS, together, strict=True):
+        keys = views.by_columns(by)
+        table = views.finalize(view, part.lazy(), keys).collect()
+        assert_frame_equal(table, whole(ex, view, by, options))
+        assert_frame_equal(table, in_pieces(ex, view, by, options))

@@ -423,7 +423,7 @@ def test_a_file_replaced_during_the_read_is_an_error(tmp_path, monkeypatch):
 
     path = _edited(tmp_path)
     other = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2024.2.sqlite"
-    real = chunked.view_partial
+    real = chunked.view_partials
 
     def swapped(ex, *args, **kwargs):
         out = real(ex, *args, **kwargs)
@@ -431,7 +431,7 @@ def test_a_file_replaced_during_the_read_is_an_error(tmp_path, monkeypatch):
         os.replace(tmp_path / "new.sqlite", path)  # another program writes the export mid-read
         return out
 
-    monkeypatch.setattr(chunked, "view_partial", swapped)
+    monkeypatch.setattr(chunked, "view_partials", swapped)
     monkeypatch.setenv("NSYS_TOOLS_CACHE", "0")
     _one_error(runner.invoke(app, ["report", str(path), "-f", "csv"]), "changed while it was read")
 

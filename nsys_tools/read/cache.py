@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import OutputError
@@ -195,3 +196,18 @@ def memo(export, key, compute):
         hit = compute()
         store(export, key, hit, stamp)
     return hit
+
+
+def memo_all(export, keys: Sequence[str], compute: Callable[[list[int]], list]) -> list:
+    """``memo`` of several keys at once: the DataFrames under ``keys`` from the cache where they
+    are there; ``compute(missing)`` makes those of the others (their positions in ``keys``) together."""
+    if not enabled(export):
+        return compute(list(range(len(keys))))
+    stamp = fingerprint(export.path)
+    found = [load(export, key, stamp) for key in keys]
+    missing = [i for i, hit in enumerate(found) if hit is None]
+    if missing:
+        for i, made in zip(missing, compute(missing), strict=True):
+            store(export, keys[i], made, stamp)
+            found[i] = made
+    return found

@@ -75,13 +75,22 @@ class Run:
     def view(self, name: str, **options):
         """The ``name`` view's table over the run (``run.report.view_table``), read once: the
         rules that need one table, and ``summary``'s sections, share it."""
-        key = view_key(name, options)
-        if key not in self.read:
-            from ..run.report import view_table
+        return self.views([(name, options)])[0]
 
-            counts = {} if self.accounting is None or set(self.paths) <= set(self.accounting) else {"accounting": self.accounting}
-            self.read[key] = view_table(list(self.paths), name, engine=self.engine, **counts, **options)
-        return self.read[key]
+    def views(self, requests: Sequence[tuple[str, dict]]) -> list:
+        """The tables of several views over the run, each ``(name, options)`` as ``view`` takes
+        it: those not read yet are read together (``run.report.view_tables``: the views that
+        read the same tables of an export read them once)."""
+        keys = [view_key(name, options) for name, options in requests]
+        todo = {k: r for k, r in zip(keys, requests, strict=True) if k not in self.read}
+        if todo:
+            from ..run.report import view_tables
+
+            counted = self.accounting is None or set(self.paths) <= set(self.accounting)
+            counts = {} if counted else {"accounting": self.accounting}
+            tables = view_tables(list(self.paths), list(todo.values()), engine=self.engine, **counts)
+            self.read.update(zip(todo, tables, strict=True))
+        return [self.read[k] for k in keys]
 
     @cached_property
     def nccl(self) -> bool:

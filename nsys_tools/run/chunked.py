@@ -47,7 +47,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import polars as pl
 
@@ -71,6 +73,7 @@ LARGE = (S.KERNEL, S.MEMCPY, S.MEMSET, S.RUNTIME, S.DRIVER)
 KEY = "correlation_id"
 
 Read = tuple[str, tuple[Field, ...], str]  # (table, fields, where) of one read of a large table
+Request = tuple[str, Sequence[str], dict]  # a view, its group-by columns and its options
 
 
 @dataclass
@@ -145,24 +148,132 @@ def view_partial(ex: Export, view: str, by: Sequence[str], options: dict, counte
     whole export. ``counted``: a list that gets the export's ``read.accounted.counts`` (all its
     operations, whatever the window), made from the same pieces as the table where the view is
     read in pieces; else left empty."""
-    options = dict(options)
-    window = views.windowed(Trace(ex), options.pop("window", None)).window
-    if views.splits(view, options):
+    return view_partials(ex, [(view, by, options)], counted)[0]
 
-        def plan(trace: Trace) -> pl.LazyFrame:
-            return views.partial(view, trace, by, part="pieces", **options)
 
-        parts, counts = [], []
-        for trace in _pieces(ex, plan, window, counts=counted is not None):
-            parts.append(plan(trace).collect())
-            if counted is not None:
-                counts.append(_counts(trace).collect())
-        _merged(counts, counted)
-        once = views.partial(view, Trace(ex, window=window), by, part="once", **options)  # rows of the small tables
-        return pl.concat([*parts, *([] if once is None else [once.collect()])], how="diagonal_relaxed")
-    if views.spec(view).ordered:
-        return _ordered(ex, view, by, options, window, counted)
-    return views.partial(view, Trace(ex, window=window), by, **options).collect()
+def view_partials(ex: Export, requests: Sequence[Request], counted: list | None = None) -> list[pl.DataFrame]:
+    """The partial tables of several views of ``ex`` (each ``view_partial``'s), where views read
+    in pieces read the same large tables with the same filters (the same ``DryRun`` reads) from
+    one read of them: each such table is read and bucketed once, with the columns they all ask
+    for, and each piece goes through every one of those views in turn. ``summary`` reads six
+    views of one export; the five that read its operations and their launch calls share one
+    read, ``sync`` (every API call) has its own. ``counted``: as ``view_partial``'s, from the
+    pieces of the first pass."""
+    jobs = [_Job.of(ex, view, by, options) for view, by, options in requests]
+    passes = _passes([j for j in jobs if j.mode != "whole"], ex)
+    counts: list[pl.DataFrame] = []
+    slots = time_slots(ex) if any(j.mode == "ordered" for j in jobs) else None
+    for i, shared in enumerate(passes):
+        count = counted is not None and i == 0
+        with ExitStack() as stack:
+            for job in shared:
+                job.begin(stack, slots)
+            for piece in _split(ex, [(job.plan, job.window) for job in shared], counts=count):
+                if count:
+                    counts.append(_counts(Trace(piece)).collect())
+                for job in shared:
+                    job.add(Trace(piece, window=job.window))
+            for job in shared:
+                job.finish(ex)
+    _merged(counts, counted)
+    for job in jobs:
+        if job.mode == "whole":
+            job.finish(ex)
+    return [job.partial for job in jobs]
+
+
+def _passes(jobs: list[_Job], ex: Export) -> list[list[_Job]]:
+    """``jobs`` in groups, each read in one pass: those whose dry runs read one table with one
+    filter (or are linked so through others), in the order of their first job."""
+    whole = Export(path=ex.path, source=ex.source, tables=ex.tables, not_null=ex.not_null, held={})
+    groups: list[tuple[set, list[int]]] = []
+    for i, job in enumerate(jobs):
+        dry = DryRun()
+        job.plan(Trace(replace(whole, planned=dry), window=job.window)).collect()
+        keys = {(table, where) for table, _, where in dry.reads}
+        joined = [g for g in groups if g[0] & keys]
+        groups = [g for g in groups if not g[0] & keys] + [
+            (keys.union(*(k for k, _ in joined)), [*(n for _, g in joined for n in g), i])
+        ]
+    return [[jobs[n] for n in sorted(g)] for _, g in sorted(groups, key=lambda g: min(g[1]))]
+
+
+@dataclass
+class _Job:
+    """One view's share of ``view_partials``: how it is read (``mode``: ``pieces``, a splittable
+    view's partial per piece; ``ordered``, its rows per piece folded in time order after;
+    ``whole``) and what it has gathered; ``partial`` once finished."""
+
+    view: str
+    by: Sequence[str]
+    options: dict
+    window: Any
+    mode: str
+    parts: list[pl.DataFrame] = field(default_factory=list)
+    sides: list[pl.DataFrame] = field(default_factory=list)
+    codes: Codes | None = None
+    timed: Spill | None = None
+    slot: pl.Expr | None = None
+    partial: pl.DataFrame | None = None
+
+    @classmethod
+    def of(cls, ex: Export, view: str, by: Sequence[str], options: dict) -> _Job:
+        options = dict(options)
+        window = views.windowed(Trace(ex), options.pop("window", None)).window
+        mode = "pieces" if views.splits(view, options) else "ordered" if views.spec(view).ordered else "whole"
+        return cls(view, by, options, window, mode)
+
+    def plan(self, trace: Trace) -> pl.LazyFrame:
+        """What is computed on each piece: a splittable view's partial; an ordered view's rows
+        (its partial needs typed columns; its reads are all in ``read``)."""
+        if self.mode == "pieces":
+            return views.partial(self.view, trace, self.by, part="pieces", **self.options)
+        return views.read(self.view, trace, self.by, **self.options)
+
+    def begin(self, stack: ExitStack, slots: tuple[int, int, int] | None) -> None:
+        """An ordered view's store of rows by time slot (``time_slots``), held beside the pieces'."""
+        if self.mode != "ordered":
+            return
+        first, last, n = slots
+        slot = ((pl.col("start_ns") - first) * n / (last - first + 1)).floor().cast(pl.Int64)
+        self.slot = slot.clip(0, n - 1).fill_null(n - 1)
+        self.codes = Codes()
+        self.timed = stack.enter_context(Spill(n, "_slot", SPILL_BYTES // 4))
+
+    def add(self, trace: Trace) -> None:
+        """One piece's share: a splittable view's partial, or an ordered view's rows, read once
+        (a split reads its input up to three times: rows, side rows, ranges' ancestry); the
+        trace's frames (the attributed operations, its NVTX ranges) are not kept while the
+        split runs, nor the rows once stored."""
+        if self.mode == "pieces":
+            self.parts.append(self.plan(trace).collect())
+            return
+        frame = self.plan(trace).collect().lazy()
+        trace = None
+        rows, side = views.get(self.view).split(frame, self.by)
+        frame = None
+        self.timed.add("rows", self.codes.encode(rows.with_columns(_slot=self.slot).collect()))  # names as numbers
+        if side is not None:  # the same rows from every piece that sees them: kept once
+            self.sides = [pl.concat([*self.sides, side.collect()], how="vertical_relaxed").unique()]
+
+    def finish(self, ex: Export) -> None:
+        """The partial table: the pieces' partials with the small tables' rows read once beside
+        them (``once``); the ordered rows folded slice by slice in time order; or the whole read."""
+        if self.mode == "pieces":
+            once = views.partial(self.view, Trace(ex, window=self.window), self.by, part="once", **self.options)
+            self.partial = pl.concat([*self.parts, *([] if once is None else [once.collect()])], how="diagonal_relaxed")
+        elif self.mode == "ordered":
+            module: OrderedView = views.get(self.view)
+            if self.timed.flushes:  # past the budget: the rest goes to disk too, the folds need the memory
+                self.timed.flush()
+            # A view that needs the side rows while it folds (``idle``: the blocking calls) starts from them.
+            state = module.start(self.sides, self.by)
+            for group in self.timed.groups(SLICE_BYTES):
+                rows = self.codes.decode(self.timed.take("rows", group).drop("_slot"))
+                state = module.window(rows, self.by, state, **views.window_options(self.view, self.options))
+            self.partial = module.close(state, self.sides, self.by).collect()
+        else:
+            self.partial = views.partial(self.view, Trace(ex, window=self.window), self.by, **self.options).collect()
 
 
 def accounting_counts(ex: Export) -> pl.DataFrame:
@@ -181,22 +292,29 @@ def _merged(counts: list[pl.DataFrame], counted: list | None) -> None:
         counted.append(accounted.merge(pl.concat(counts)))
 
 
-def _pieces(ex: Export, plan: Callable[[Trace], pl.LazyFrame], window=None, counts: bool = False) -> Iterator[Trace]:
-    """``ex`` as traces whose large tables hold one group of buckets each (split by launch), for
-    the reads that ``plan`` (what is computed on each) makes, and with ``counts`` those of
-    ``_counts`` too (one read of each table serves both)."""
+def _split(ex: Export, plans: Sequence[tuple[Callable[[Trace], pl.LazyFrame], Any]], counts: bool = False) -> Iterator[Export]:
+    """``ex`` as exports whose large tables hold one group of buckets each (split by launch), for
+    the reads that each of ``plans`` (what is computed on each piece, and through which window)
+    makes, and with ``counts`` those of ``_counts`` too (one read of each table serves them all)."""
     # Small tables are read once for every piece, held in memory (not the Parquet cache).
     whole = Export(path=ex.path, source=ex.source, tables=ex.tables, not_null=ex.not_null, held={})
     dry = DryRun()
-    for planned in (plan, _counts) if counts else (plan,):
-        planned(Trace(replace(whole, planned=dry), window=window)).collect()
+    for plan, window in [*plans, *([(_counts, None)] if counts else [])]:
+        plan(Trace(replace(whole, planned=dry), window=window)).collect()
     with Spill(bucket_count(ex, dry.reads), KEY, SPILL_BYTES) as spill:
         for stream, rows in _read_ahead(ex, dry.reads):
             spill.add(stream, rows)
         if spill.flushes:  # past the budget: the rest goes to disk too, the pieces need the memory
             spill.flush()
         for group in spill.groups(BUCKET_BYTES):
-            yield Trace(replace(whole, planned=Piece(spill, dry.reads, tuple(group))), window=window)
+            yield replace(whole, planned=Piece(spill, dry.reads, tuple(group)))
+
+
+def _pieces(ex: Export, plan: Callable[[Trace], pl.LazyFrame], window=None, counts: bool = False) -> Iterator[Trace]:
+    """``ex`` as traces through ``window`` whose large tables hold one group of buckets each,
+    for ``plan`` alone (``_split``)."""
+    for piece in _split(ex, [(plan, window)], counts):
+        yield Trace(piece, window=window)
 
 
 def _read_ahead(ex: Export, reads: dict[Read, str]) -> Iterator[tuple[str, pl.DataFrame]]:
@@ -217,44 +335,6 @@ def _read_ahead(ex: Export, reads: dict[Read, str]) -> Iterator[tuple[str, pl.Da
             ahead = (stream, future)
         if ahead is not None:
             yield ahead[0], ahead[1].result()
-
-
-def _ordered(ex: Export, view: str, by: Sequence[str], options: dict, window=None, counted: list | None = None) -> pl.DataFrame:
-    """The partial table of a view of ``views.ORDERED``: its rows split by launch, then folded
-    slice by slice in order of start time (``counted``: as for ``view_partial``)."""
-    module: OrderedView = views.get(view)
-    first, last, slots = time_slots(ex)
-    slot = ((pl.col("start_ns") - first) * slots / (last - first + 1)).floor().cast(pl.Int64)
-    sides, codes = [], Codes()
-
-    def plan(trace: Trace) -> pl.LazyFrame:  # its partial needs typed columns; its reads are all in ``read``
-        return views.read(view, trace, by, **options)
-
-    counts = []
-    with Spill(slots, "_slot", SPILL_BYTES // 4) as timed:  # held beside the first store
-        for trace in _pieces(ex, plan, window, counts=counted is not None):
-            if counted is not None:
-                counts.append(_counts(trace).collect())
-            # Read once (a split reads its input up to three times: rows, side rows, ranges' ancestry),
-            # then the piece's trace goes: its frames (the attributed operations, its NVTX ranges)
-            # are not kept while the split runs.
-            rows, side = module.split(plan(trace).collect().lazy(), by)
-            trace = None
-            rows = codes.encode(rows.with_columns(_slot=slot.clip(0, slots - 1).fill_null(slots - 1)).collect())
-            timed.add("rows", rows)  # names as numbers: the files hold no text
-            if side is not None:  # the same rows from every piece that sees them: kept once
-                sides = [pl.concat([*sides, side.collect()], how="vertical_relaxed").unique()]
-            # This piece's rows go now: not kept while the next piece is read, nor while the slices are folded.
-            rows = side = None
-        if timed.flushes:
-            timed.flush()
-        _merged(counts, counted)
-        # A view that needs the side rows while it folds (``idle``: the blocking calls) starts from them.
-        state = module.start(sides, by)
-        for group in timed.groups(SLICE_BYTES):
-            rows = codes.decode(timed.take("rows", group).drop("_slot"))
-            state = module.window(rows, by, state, **views.window_options(view, options))
-    return module.close(state, sides, by).collect()
 
 
 def time_slots(ex: Export) -> tuple[int, int, int]:

@@ -27,17 +27,23 @@ from .engine import Local
 
 
 def _per_file(
-    path: Path, *, view: str, by: tuple[str, ...], per_file: bool, nsys, reexport: bool, options: dict, account: bool
-) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    """One export's partial table of ``view``, through the cache beside it, and with ``account``
-    its ``read.accounted.accounting``, counted in the same pass where the view is read in pieces."""
+    path: Path, *, requests: tuple[chunked.Request, ...], named: tuple[bool, ...], nsys, reexport: bool, account: bool
+) -> tuple[list[pl.DataFrame], pl.DataFrame | None]:
+    """One export's partial tables of the ``requests`` (view, group-by columns, options),
+    through the cache, those not there read together (``chunked.view_partials``); each with a
+    ``file`` column where ``named`` says so; and with ``account`` the export's
+    ``read.accounted.accounting``, counted in the same pass where a view is read in pieces."""
     with reading(path):
         ex = open_export(path, nsys, reexport=reexport)
         before = _identity(ex.path)
-        detail = " ".join(f"{k}={options[k]}" for k in sorted(options))
-        key = f"view {view} partial by={','.join(by)} {detail}"
+        keys = [
+            f"view {view} partial by={','.join(by)} {' '.join(f'{k}={options[k]}' for k in sorted(options))}"
+            for view, by, options in requests
+        ]
         counted: list[pl.DataFrame] = []
-        part = cache.memo(ex, key, lambda: chunked.view_partial(ex, view, by, options, counted if account else None))
+        parts = cache.memo_all(
+            ex, keys, lambda missing: chunked.view_partials(ex, [requests[i] for i in missing], counted if account else None)
+        )
         counts = None
         if account:
             counts = accounted.accounting(Trace(ex), lambda: counted[0] if counted else chunked.accounting_counts(ex))
@@ -46,7 +52,7 @@ def _per_file(
             raise BadExport(
                 path, "changed while it was read (size, time or file replaced)", "read it again once nothing writes it"
             )
-    return (part.with_columns(file=pl.lit(str(path))) if per_file else part), counts
+    return [p.with_columns(file=pl.lit(str(path))) if n else p for p, n in zip(parts, named, strict=True)], counts
 
 
 def _identity(path: Path, full: bool | None = None) -> tuple:
@@ -96,22 +102,69 @@ def view_table(
     of a multi-node job has a GPU 0) are kept apart per export, as ``per_file`` does, and a line
     saying so goes to ``notes``.
     """
-    views.get(view)  # an unknown view fails before any export is read
+    globs = {"range_glob": range_glob, "kernel_glob": kernel_glob}
+    read = {"nsys": nsys, "progress": progress, "engine": engine, "failures": failures, "reexport": reexport}
+    asked = [(view, {"by": by, **options})]
+    return view_tables(paths, asked, per_file=per_file, accounting=accounting, notes=notes, **globs, **read)[0]
+
+
+def view_tables(
+    paths: Sequence[str | Path],
+    requests: Sequence[tuple[str, dict]],
+    *,
+    per_file: bool = False,
+    range_glob: str | None = None,
+    kernel_glob: str | None = None,
+    nsys: str | Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    engine=None,
+    failures: list[NsysToolsError] | None = None,
+    reexport: bool = False,
+    accounting: dict[Path, pl.DataFrame] | None = None,
+    notes: list[str] | None = None,
+) -> list[pl.DataFrame]:
+    """The tables of several views over ``paths``, each ``view_table``'s: ``requests`` are
+    ``(view, options)``, ``by`` among the options; the rest as ``view_table`` takes it. Each
+    export is one task that reads the partial tables of all of them, the views that read the
+    same large tables from one read of them (``chunked.view_partials``)."""
+    for view, _ in requests:
+        views.get(view)  # an unknown view fails before any export is read
     files = expand_inputs(paths, reexport=reexport)
-    by_cols = tuple(views.by_columns(by))
-    account = accounting is not None
+    asked = [
+        (view, tuple(views.by_columns(options.get("by", ()))), {k: v for k, v in options.items() if k != "by"})
+        for view, options in requests
+    ]
     # Rows by device over several exports: each part names its export, so that one GPU id in
     # two exports (every node of a multi-node job has a GPU 0) stays two devices.
-    named = per_file or ("gpu_id" in by_cols and len(files) > 1)
-    read = partial(
-        _per_file, view=view, by=by_cols, per_file=named, nsys=nsys, reexport=reexport, options=options, account=account
-    )
+    named = tuple(per_file or ("gpu_id" in by and len(files) > 1) for _, by, _ in asked)
+    account = accounting is not None
+    read = partial(_per_file, requests=tuple(asked), named=named, nsys=nsys, reexport=reexport, account=account)
     results = (engine or Local()).map(read, files, progress, keep_going=failures is not None)
-    parts = [r[0] for r in results if not isinstance(r, NsysToolsError)]
+    done = [r for r in results if not isinstance(r, NsysToolsError)]
     if account:
         accounting.update((f, r[1]) for f, r in zip(files, results, strict=True) if not isinstance(r, NsysToolsError))
     if failures is not None:
         failures.extend(r for r in results if isinstance(r, NsysToolsError))
+    globs = {"range_glob": range_glob, "kernel_glob": kernel_glob}
+    return [
+        _table(view, by, [r[0][i] for r in done], files, named[i], per_file, notes, **globs)
+        for i, (view, by, _) in enumerate(asked)
+    ]
+
+
+def _table(
+    view: str,
+    by_cols: Sequence[str],
+    parts: list[pl.DataFrame],
+    files: list[Path],
+    named: bool,
+    per_file: bool,
+    notes: list[str] | None,
+    range_glob: str | None,
+    kernel_glob: str | None,
+) -> pl.DataFrame:
+    """View ``view``'s table from the exports' partial tables (``parts``; ``named``: they carry
+    their ``file``)."""
     shared = shared_devices(parts) if named and not per_file else {}
     if named and not per_file and not shared:
         parts = [p.drop("file") for p in parts]

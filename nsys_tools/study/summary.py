@@ -56,17 +56,17 @@ def tables(paths: Sequence[str | Path], *, window=None, engine=None, run=None) -
 
     run = run or Run(paths, engine=engine)
     options = {"window": window} if window else {}
-    return {
-        "utilization": run.view("utilization", by=["device"], **options),
-        "idle": run.view("idle", by=["device"], **options),
-        "kernels": run.view("kernels", names="short", **options),
-        "ranges": run.view("ranges", **options),
-        "sync": run.view("sync", **options),
-        "launch": run.view("launch", names="short", **options),
-        "overlap": (
-            run.view("overlap", by=["device"], **options) if run.nccl else views.empty("overlap", views.by_columns(["device"]))
-        ),
+    asked = {
+        "utilization": {"by": ["device"]},
+        "idle": {"by": ["device"]},
+        "kernels": {"names": "short"},
+        "ranges": {},
+        "sync": {},
+        "launch": {"names": "short"},
+        **({"overlap": {"by": ["device"]}} if run.nccl else {}),
     }
+    read = run.views([(name, {**given, **options}) for name, given in asked.items()])
+    return {"overlap": views.empty("overlap", views.by_columns(["device"]))} | dict(zip(asked, read, strict=True))
 
 
 def device(row: dict) -> str:
