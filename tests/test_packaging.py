@@ -1,16 +1,35 @@
-"""Packaging: a license, a changelog, py.typed, one version, and a test extra without the
-census compilers."""
+"""Packaging: a license, a changelog, py.typed, one version, a test extra without the census
+compilers, and no numpy at run time."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import nsys_tools
+
+from . import torch_train
+from .conftest import FIXTURES
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+MULTI = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"
+
+
+def make_deep(folder: Path, levels: int) -> Path:
+    """An export with ``levels`` nested ranges (tests/fixtures/deep-nesting/make.py)."""
+    spec = importlib.util.spec_from_file_location("deep_nesting_make", FIXTURES / "deep-nesting" / "make.py")
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    return make.deep(folder, levels)
 
 
 def test_license_changelog_and_py_typed():
@@ -64,3 +83,38 @@ def test_the_test_extra_needs_no_census_compilers_and_ci_installs_them():
     census_install = next(i for i, line in enumerate(ci) if heavy_in(line) == set(heavy))
     census_tests = next(i for i, line in enumerate(ci) if re.search(r"pytest -m census\b", line))
     assert first < census_install < census_tests
+
+
+@pytest.mark.slow
+def test_reading_comparing_and_charts_run_without_numpy(tmp_path):
+    """numpy is no dependency: report (kernels, hist, ranges nested deeper than the fast path's
+    threshold), compare (runs of a program; two sweeps: the bootstrap by rounds) and a chart run
+    where importing it fails."""
+    assert not [r for r in PYPROJECT["project"]["dependencies"] if r.startswith("numpy")]
+    deep = make_deep(tmp_path, 40)
+    runs = torch_train.exports(tmp_path)
+    sweeps = ROOT / "reports" / "sweeps"
+    commands = [
+        ["report", str(MULTI)],
+        ["report", str(MULTI), "--view", "hist", "--chart", str(tmp_path / "hist.png")],
+        ["report", str(deep), "--view", "ranges", "--format", "csv"],
+        ["compare", str(runs["a"]), str(runs["slow"]), "--names", "op"],
+        ["compare", str(sweeps / "20261129-183449-quiet"), str(sweeps / "20261129-202628-quiet")],
+    ]
+    code = (
+        "import json, sys\n"
+        "sys.modules['numpy'] = None  # import numpy fails\n"
+        "from tests.cli import CliRunner\n"
+        "from nsys_tools.cli import app\n"
+        "results = [CliRunner().invoke(app, args) for args in json.loads(sys.argv[1])]\n"
+        "print(json.dumps([[r.exit_code, r.stdout, repr(r.exception)] for r in results]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"NSYS_TOOLS_CACHE": "0"}
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(commands)], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    assert [code for code, _, _ in results] == [0] * len(commands), results
+    assert (tmp_path / "hist.png").stat().st_size > 0
+    assert len(results[2][1].splitlines()) == 1 + 40 + 3  # the header, deep/0 .. deep/39 and the export's own ranges
+    assert "Rows: 37 not distinguishable, 2 slower, 2 faster." in results[3][1]
+    assert "Rows: 15 not distinguishable, 1 faster." in results[4][1]
