@@ -52,6 +52,7 @@ def cases(tmp_path_factory) -> list[tuple[Path, Path]]:
         (FIXTURES / "doubled-launch" / "doubled-launch.sqlite", FIXTURES / "doubled-launch/analyze"),
         (_derived("nccl-derived", tmp), FIXTURES / "nccl-derived/analyze"),
         (_derived("several-contexts", tmp), FIXTURES / "several-contexts/analyze"),
+        (_derived("graphics-derived", tmp), FIXTURES / "graphics-derived/analyze"),
         (_maker("deep-nesting").deep(tmp / "deep", 100), FIXTURES / "deep-nesting/analyze"),
         *((_maker("other-machines").CASES[c](tmp / c), FIXTURES / "other-machines/analyze" / c) for c in CUT_AND_UNTIMED),
     ]
@@ -170,7 +171,9 @@ def test_exports_without_newer_columns_are_read(tmp_path):
 
 
 NO_CUDA = {n: "no CUPTI_ACTIVITY_KIND_RUNTIME table" for n in TWINS[:4]} | {
-    n: "no CUPTI_ACTIVITY_KIND_KERNEL or CUPTI_ACTIVITY_KIND_MEMCPY or CUPTI_ACTIVITY_KIND_MEMSET table" for n in TWINS[4:]
+    n: "no CUPTI_ACTIVITY_KIND_KERNEL or CUPTI_ACTIVITY_KIND_MEMCPY or CUPTI_ACTIVITY_KIND_MEMSET or VULKAN_WORKLOAD or "
+    "OPENGL_WORKLOAD or DX12_WORKLOAD table (the GPU's work"
+    for n in TWINS[4:]
 }
 NO_PID = [f"ALTER TABLE CUPTI_ACTIVITY_KIND_{t} DROP COLUMN globalPid" for t in ("KERNEL", "MEMCPY", "MEMSET")]
 

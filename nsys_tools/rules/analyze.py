@@ -150,22 +150,40 @@ HOLDS = {
     "ENUM_CUDA_MEM_KIND": "the names of memory kinds",
 }
 GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+# The graphics APIs' GPU work nsys analyze reads besides CUDA's: table, its context column, the
+# name of its profiler overhead.
+GRAPHICS = (
+    ("VULKAN_WORKLOAD", "contextId", "Vulkan profiling overhead"),
+    ("OPENGL_WORKLOAD", "contextId", "OpenGL profiling overhead"),
+    ("DX12_WORKLOAD", "shortContextId", "DX12 profiling overhead"),
+)
+# What the GPU rules read of each table (nsys checks ``gpu`` of the Vulkan and DX12 ones).
+ACTIVITY = ("start", "end", "globalPid", "deviceId", "contextId")
+GPU_NEEDS = {
+    (*GPU_TABLES, *(t for t, _, _ in GRAPHICS)): {
+        **dict.fromkeys(GPU_TABLES, ACTIVITY),
+        **{t: ("start", "end", "globalTid", "gpu", context) for t, context, _ in GRAPHICS},
+    }
+}
 
 
 def lacking(export: Export, needs: dict) -> str | None:
     """Why nsys analyze (2024.2) would not run a rule that reads ``needs`` on ``export``, or None.
 
     ``needs`` maps a table, or a tuple of tables of which one is enough, to the columns the rule's
-    query reads there; nsys checks the tables first (skipping the rule with a message), then the
-    columns (skipping it for ``greenContextId``, failing on any other), so a twin's csv is empty then."""
+    query reads there (for a tuple, the same for each, or a dict of them by table); nsys checks
+    the tables first (skipping the rule with a message), then the columns (skipping it for
+    ``greenContextId`` or a graphics table's ``gpu``, failing on any other), so a twin's csv is
+    empty then."""
     for tables, _ in needs.items():
         group = (tables,) if isinstance(tables, str) else tables
         if not any(export.has(t) for t in group):
-            what = " or ".join(HOLDS.get(t, t) for t in group)
+            what = HOLDS.get(group[0], group[0]) if len(group) == 1 else "the GPU's work"
             return f"it holds no {' or '.join(group)} table ({what}: none were traced or exported)"
     for tables, columns in needs.items():
         for table in (tables,) if isinstance(tables, str) else tables:
-            gone = [c for c in columns if export.has(table) and c not in export.tables[table]]
+            wanted = columns.get(table, ()) if isinstance(columns, dict) else columns
+            gone = [c for c in wanted if export.has(table) and c not in export.tables[table]]
             if gone:
                 named = f"{', '.join(gone)} column{'s' * (len(gone) > 1)}"
                 return f"its {table} table has no {named} (an export of an older nsys; exported again by a recent one, it has)"
@@ -186,27 +204,39 @@ def limit(rows: int) -> str:
 SPAN = "min(start) AS lo, max(end) AS hi"
 
 
-def gpu_ops(export: Export, within: Scope) -> str | None:
-    """The SQL of every timed GPU operation (kernels, copies, sets; ``start > 0``; none that ends
-    before it starts, as everywhere: ``read.badrows``) as ``start,
-    end, pid, globalId, deviceId, contextId``, with the profiler's CUDA overhead inside each
-    (process, device)'s span added as operations of that device; None without any of the tables.
+def gpu_timelines(export: Export, within: Scope) -> list[str]:
+    """Per API whose GPU work nsys analyze reads (CUDA: kernels, copies, sets; the Vulkan, OpenGL
+    and DX12 workloads), in its order, the SQL of every timed operation (``start > 0``; none that
+    ends before it starts, as everywhere: ``read.badrows``) as ``start, end, pid, globalId,
+    deviceId, contextId``, with that API's profiler overhead inside each (process, device)'s span
+    added as operations of that device. nsys looks at each API's timelines apart.
 
     The overhead takes the ``globalId`` and ``contextId`` of the span's operation that ends last
     (the first of them, in the tables' order): SQLite's bare columns beside ``min(start)`` and
     then ``max(end)``, as nsys takes them (``SPAN``); a device can hold several contexts."""
-    parts = [
+    cuda = [
         f"SELECT o.start, o.end, (o.globalPid >> 24) & 16777215 AS pid, o.globalPid AS globalId, o.deviceId, o.contextId "
         f"FROM {table} AS o WHERE o.start > 0 AND {badrows.KEPT} AND {within.where('o', 'globalPid')}"
         for table in GPU_TABLES
         if export.has(table)
     ]
-    if not parts:
-        return None
-    ops = " UNION ALL ".join(parts)
+    out = [_with_overhead(export, within, " UNION ALL ".join(cuda), CUDA_OVERHEAD)] if cuda else []
+    for table, context, overhead in GRAPHICS:
+        if export.has(table):
+            ops = (
+                f"SELECT o.start, o.end, (o.globalTid >> 24) & 16777215 AS pid, o.globalTid AS globalId, o.gpu AS deviceId, "
+                f"o.{context} AS contextId FROM {table} AS o "
+                f"WHERE o.start > 0 AND {badrows.KEPT} AND {within.where('o', 'globalTid')}"
+            )
+            out.append(_with_overhead(export, within, ops, (overhead,)))
+    return out
+
+
+def _with_overhead(export: Export, within: Scope, ops: str, overhead: Sequence[str]) -> str:
+    """``ops`` and the profiler's ``overhead`` (by name) inside each (process, device)'s span."""
     if not export.has("PROFILER_OVERHEAD"):
         return ops
-    names = ", ".join(f"'{n}'" for n in CUDA_OVERHEAD)
+    names = ", ".join(f"'{n}'" for n in overhead)
     return f"""
         WITH g AS ({ops}),
         span AS (SELECT pid, deviceId, {SPAN}, globalId, contextId FROM g GROUP BY deviceId, pid)
@@ -215,6 +245,14 @@ def gpu_ops(export: Export, within: Scope) -> str | None:
         JOIN span ON span.pid = (p.globalTid >> 24) & 16777215 AND p.start > span.lo AND p.end < span.hi
         WHERE n.value IN ({names}) AND {within.where("p", "globalTid")}
         UNION ALL SELECT * FROM g"""
+
+
+def numbered(found: list[list[tuple]], key, rows: int) -> list[tuple]:
+    """The rows of each API's timelines (``found``, in ``gpu_timelines``' order, each in its own
+    order) as one table, as nsys unions them: sorted by ``key`` (ties in the APIs' order, then
+    each one's), numbered from 1, at most ``rows`` of them (-1: all)."""
+    merged = sorted(((key(r), api, k, r) for api, part in enumerate(found) for k, r in enumerate(part)), key=lambda t: t[:3])
+    return [(i, *r) for i, (*_, r) in enumerate(merged[: None if rows < 0 else rows], 1)]
 
 
 def cell(value, kind: str) -> str:

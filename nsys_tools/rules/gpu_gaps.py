@@ -1,7 +1,7 @@
 """Times a GPU sat idle longer than a threshold (``gap``, 500 ms unless given): for each process
 and device, from its first operation to its last, every interval in which none of its kernels,
-copies or sets (nor the profiler's CUDA overhead) ran. Twin of ``nsys analyze``'s ``gpu_gaps``:
-rows numbered longest first (then by start).
+copies or sets (nor the profiler's CUDA overhead) ran; the same of each graphics API's work
+apart. Twin of ``nsys analyze``'s ``gpu_gaps``: rows numbered longest first (then by start).
 
 The ends of a timeline's operations, in order, are paired with its starts, in order: the k-th
 end with the (k+1)-th start. Where that start comes after that end, nothing ran between them
@@ -15,7 +15,7 @@ from . import analyze as A
 RULE = Rule("gpu_gaps", "GPU idle longer than a threshold", twin="gpu_gaps")
 
 OPTIONS = {**A.COMMON, "gap": (int, 500, "the shortest gap listed, in ms")}
-NEEDS = {A.GPU_TABLES: ("start", "end", "globalPid", "deviceId", "contextId")}
+NEEDS = A.GPU_NEEDS
 COLUMNS = (
     ("Row#", "text"),
     ("Duration (ns)", "ns"),
@@ -28,20 +28,18 @@ ADVICE = "Find what the host did meanwhile (NVTX ranges around data loading, che
 
 
 def select(db, *, rows=-1, start=None, end=None, nvtx=None, gap=500) -> list[tuple]:
-    ops = A.gpu_ops(db.export, A.scope(db, start, end, nvtx))
-    if ops is None:
-        return []
-    sql = f"""
-        WITH ops AS ({ops}),
-        s AS (SELECT ROW_NUMBER() OVER (ORDER BY pid, deviceId, start) - 1 AS k, start, pid, deviceId FROM ops),
-        e AS (SELECT ROW_NUMBER() OVER (ORDER BY pid, deviceId, end) AS k, end, pid, deviceId, contextId FROM ops),
-        gaps AS (
+    found = []
+    for ops in A.gpu_timelines(db.export, A.scope(db, start, end, nvtx)):
+        sql = f"""
+            WITH ops AS ({ops}),
+            s AS (SELECT ROW_NUMBER() OVER (ORDER BY pid, deviceId, start) - 1 AS k, start, pid, deviceId FROM ops),
+            e AS (SELECT ROW_NUMBER() OVER (ORDER BY pid, deviceId, end) AS k, end, pid, deviceId, contextId FROM ops)
             SELECT s.start - e.end AS duration, e.end AS at, e.pid, e.deviceId, e.contextId
             FROM e JOIN s ON s.k = e.k AND s.pid = e.pid AND s.deviceId = e.deviceId
-            WHERE s.start - e.end > {int(gap) * 1000000} AND e.end < s.start)
-        SELECT ROW_NUMBER() OVER (ORDER BY duration DESC, at, pid, deviceId), duration, at, pid, deviceId, contextId
-        FROM gaps ORDER BY duration DESC, at, pid, deviceId{A.limit(rows)}"""
-    return db.fetch(sql)
+            WHERE s.start - e.end > {int(gap) * 1000000} AND e.end < s.start
+            ORDER BY duration DESC, at, e.pid, e.deviceId"""
+        found.append(db.fetch(sql))
+    return A.numbered(found, lambda r: (-r[0], r[1]), rows)
 
 
 def rows(run, **options):

@@ -23,7 +23,7 @@ OPTIONS = {
     "threshold": (int, 50, "list chunks used less than this percentage"),
     "chunks": (int, 30, "equal chunks per process and device (1 to 1000)"),
 }
-NEEDS = {A.GPU_TABLES: ("start", "end", "globalPid", "deviceId", "contextId")}
+NEEDS = A.GPU_NEEDS
 COLUMNS = (
     ("Row#", "text"),
     ("In-Use (%)", "%"),
@@ -39,10 +39,14 @@ ADVICE = "Look at what the host does in these stretches (NVTX ranges, CPU sampli
 def select(db, *, rows=-1, start=None, end=None, nvtx=None, threshold=50, chunks=30) -> list[tuple]:
     if not 1 <= chunks <= 1000:
         raise ValueError("rule gpu_time_util: chunks must be between 1 and 1000")
-    ops = A.gpu_ops(db.export, A.scope(db, start, end, nvtx))
-    if ops is None:
-        return []
-    sql = f"""
+    within = A.scope(db, start, end, nvtx)
+    found = [db.fetch(_query(ops, threshold, chunks)) for ops in A.gpu_timelines(db.export, within)]
+    return A.numbered(found, lambda r: r[:2], rows)
+
+
+def _query(ops: str, threshold: int, chunks: int) -> str:
+    """The low stretches of one API's timelines (``ops``), in order of mean use, then length."""
+    return f"""
         WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < {int(chunks)}),
         ops AS ({ops}),
         span AS (
@@ -74,9 +78,7 @@ def select(db, *, rows=-1, start=None, end=None, nvtx=None, threshold=50, chunks
             SELECT run, pid, deviceId, min(contextId) AS contextId, min(a) AS a, max(b) - min(a) AS duration,
                    round(sum(size * pct) / sum(size), 1) AS mean
             FROM runs GROUP BY run, deviceId, pid)
-        SELECT ROW_NUMBER() OVER (ORDER BY mean, duration, run, deviceId, pid), mean, duration, a, pid, deviceId, contextId
-        FROM joined ORDER BY mean, duration, run, deviceId, pid{A.limit(rows)}"""
-    return db.fetch(sql)
+        SELECT mean, duration, a, pid, deviceId, contextId FROM joined ORDER BY mean, duration, run, deviceId, pid"""
 
 
 def rows(run, **options):
