@@ -89,6 +89,9 @@ def test_cli_refuses_unknown_options_and_says_why_a_twin_is_empty():
     export = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"
     bad = runner.invoke(app, ["diagnose", str(export), "--rule", "gpu_gaps:gapp=1", "-f", "csv"])
     assert bad.exit_code == 2 and "no option 'gapp'" in bad.output
+    for chunks, code in (("-1", 2), ("1001", 2), ("0", 0)):  # nsys refuses the first two; 0 gives no rows
+        res = runner.invoke(app, ["diagnose", str(export), "--rule", f"gpu_time_util:chunks={chunks}", "-f", "csv"])
+        assert res.exit_code == code and res.stdout == "", res.output
     empty = runner.invoke(app, ["diagnose", str(export), "--rule", "gpu_gaps", "-f", "csv"])
     assert empty.exit_code == 0 and empty.stdout == "" and "No rows: gpu_gaps found nothing" in empty.stderr
     missing = runner.invoke(app, ["diagnose", str(export.with_name("absent.sqlite"))])

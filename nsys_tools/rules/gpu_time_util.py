@@ -21,7 +21,7 @@ RULE = Rule("gpu_time_util", "stretches of low GPU utilization", twin="gpu_time_
 OPTIONS = {
     **A.COMMON,
     "threshold": (int, 50, "list chunks used less than this percentage"),
-    "chunks": (int, 30, "equal chunks per process and device (1 to 1000)"),
+    "chunks": (int, 30, "equal chunks per process and device (1 to 1000; 0, as nsys takes it: none)"),
 }
 NEEDS = A.GPU_NEEDS
 COLUMNS = (
@@ -37,8 +37,10 @@ ADVICE = "Look at what the host does in these stretches (NVTX ranges, CPU sampli
 
 
 def select(db, *, rows=-1, start=None, end=None, nvtx=None, threshold=50, chunks=30) -> list[tuple]:
-    if not 1 <= chunks <= 1000:
+    if not 0 <= chunks <= 1000:
         raise ValueError("rule gpu_time_util: chunks must be between 1 and 1000")
+    if chunks == 0:  # nsys lets 0 through, cutting the span into no chunks: no rows
+        return []
     within = A.scope(db, start, end, nvtx)
     found = [db.fetch(_query(ops, threshold, chunks)) for ops in A.gpu_timelines(db.export, within)]
     return A.numbered(found, lambda r: r[:2], rows)
