@@ -70,7 +70,7 @@ class Case:
 
 
 def cases(sizes: list[str]) -> list[Case]:
-    """First reads at every size; every other whole-run view and ``summary`` at the smallest;
+    """First reads at every size; every other whole-run view, ``summary`` and ``diagnose`` at the smallest;
     ``report`` on the small bundled capture; the report again from a warm cache at every size."""
     csv = ("--format", "csv")
     out = [Case(f"first-read@{s}", ("report", "{export}", *csv), s, nsys=True) for s in sizes]
@@ -79,6 +79,7 @@ def cases(sizes: list[str]) -> list[Case]:
     least = min(sizes, key=exports.kernels)
     out += [Case(f"view-{v}@{least}", ("report", "{export}", "--view", v, *csv), least) for v in views.names() if v != "kernels"]
     out += [Case(f"summary@{least}", ("summary", "{export}"), least)]
+    out += [Case(f"diagnose@{least}", ("diagnose", "{export}", "--format", "json"), least)]
     out += [Case("small-report", ("report", "{export}", *csv), None)]
     out += [Case(f"repeat-read@{s}", ("report", "{export}", *csv), s, cache=True) for s in sizes]
     return out
