@@ -2,9 +2,9 @@
 issue comment.
 
 It composes the views (``utilization`` and ``idle`` per device, ``kernels``, ``ranges``,
-``sync``, ``launch``) over the exports, in one window if one is given, and ranks the findings
-by the time they account for: the three largest are the ones to look at first, each with its
-figure.
+``overlap``) over the exports, in one window if one is given, and ranks the findings by the
+time they account for: the three largest are the ones to look at first, each with its figure
+(over the whole run ``diagnose``'s; in a window its own, from ``sync`` and ``launch`` too).
 """
 
 from __future__ import annotations
@@ -46,11 +46,13 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[b
     return [row(head), rule(right), *body]
 
 
-def tables(paths: Sequence[str | Path], *, window=None, engine=None, run=None) -> dict[str, pl.DataFrame]:
+def tables(paths: Sequence[str | Path], *, window=None, engine=None, run=None, ranked: bool = True) -> dict[str, pl.DataFrame]:
     """The views a summary reads, over ``paths`` (a ``read.window.WindowSpec`` in ``window``),
     through ``run`` (a ``rules.context.Run`` of them, where the rules find the tables they read
-    too). ``overlap`` is read only where an export may hold an NCCL kernel (``Run.nccl``): the
-    summary reads its NCCL time alone, which is none without one."""
+    too), together (``Run.views``). ``ranked``: with ``sync`` and ``launch``, which ``findings``
+    reads beside them (the whole run's summary ranks ``diagnose``'s findings instead, and
+    reads neither). ``overlap`` is read only where an export may hold an NCCL kernel
+    (``Run.nccl``): the summary reads its NCCL time alone, which is none without one."""
     from .. import views
     from ..rules.context import Run
 
@@ -61,8 +63,7 @@ def tables(paths: Sequence[str | Path], *, window=None, engine=None, run=None) -
         "idle": {"by": ["device"]},
         "kernels": {"names": "short"},
         "ranges": {},
-        "sync": {},
-        "launch": {"names": "short"},
+        **({"sync": {}, "launch": {"names": "short"}} if ranked else {}),
         **({"overlap": {"by": ["device"]}} if run.nccl else {}),
     }
     read = run.views([(name, {**given, **options}) for name, given in asked.items()])
@@ -160,7 +161,7 @@ def run_summary(
     from ..rules.context import Run
 
     run = Run(files, steps or {}, engine=engine, accounting=accounting)
-    t = tables(files, window=window, run=run)
+    t = tables(files, window=window, run=run, ranked=window is not None)
     util, idle = t["utilization"], t["idle"]
     where = f"{len(files)} exports" if len(files) > 1 else f"`{files[0].name}`"
     lines = [f"### Run summary: {where}" + (f" ({window})" if window else ""), ""]
