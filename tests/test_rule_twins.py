@@ -53,6 +53,7 @@ def cases(tmp_path_factory) -> list[tuple[Path, Path]]:
         (_derived("nccl-derived", tmp), FIXTURES / "nccl-derived/analyze"),
         (_derived("several-contexts", tmp), FIXTURES / "several-contexts/analyze"),
         (_derived("graphics-derived", tmp), FIXTURES / "graphics-derived/analyze"),
+        (FIXTURES / "bad-input" / "no-nvtx.sqlite", FIXTURES / "bad-input/analyze/no-nvtx"),
         (_maker("deep-nesting").deep(tmp / "deep", 100), FIXTURES / "deep-nesting/analyze"),
         *((_maker("other-machines").CASES[c](tmp / c), FIXTURES / "other-machines/analyze" / c) for c in CUT_AND_UNTIMED),
     ]
@@ -144,6 +145,9 @@ def test_nvtx_filter_errors_name_the_range():
     assert res.exit_code == 2 and "no NVTX range 'nosuch'" in res.output
     both = runner.invoke(app, ["diagnose", str(export), "--rule", "cuda_api_sync:nvtx=data:process=1426", "-f", "csv"])
     assert both.exit_code == 2 and "nvtx cannot go with process or thread" in both.output
+    bare = FIXTURES / "bad-input" / "no-nvtx.sqlite"  # nsys skips the rule: "does not contain ... (NVTX) data"
+    none = runner.invoke(app, ["diagnose", str(bare), "--rule", "gpu_gaps:nvtx=step", "-f", "csv"])
+    assert none.exit_code == 2 and "holds no NVTX range" in none.output and none.stdout == ""
 
 
 def test_exports_without_newer_columns_are_read(tmp_path):
