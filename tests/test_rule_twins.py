@@ -223,3 +223,25 @@ def test_a_twin_says_what_the_export_lacks_where_nsys_skips_the_rule(export, edi
             assert res.stderr.startswith(f"No rows: {name} cannot look at {path}: it") and skipped[name] in res.stderr
         else:
             assert "cannot look" not in res.stderr, res.output
+
+
+def test_findings_leave_out_a_twin_whose_query_the_export_cannot_answer(tmp_path):
+    """An export whose GPU operations record no process (nsys before 2021): the twins that read
+    it (all but cuda_api_sync) find nothing there, one note says which and why, and diagnose and
+    summary report the rest; both exited 1 on the first twin's query."""
+    import shutil
+    import sqlite3
+
+    path = shutil.copyfile(FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite", tmp_path / "old.sqlite")
+    with closing(sqlite3.connect(path)) as con, con:
+        for edit in NO_PID:
+            con.execute(edit)
+    res = runner.invoke(app, ["diagnose", str(path), "-f", "json"])
+    assert res.exit_code == 0, res.output
+    notes = [line for line in res.stderr.splitlines() if "left out" in line]
+    assert len(notes) == 1 and notes[0].startswith(f"Note: {path}: {', '.join(TWINS[1:])} left out: its "), notes
+    assert "has no globalPid column" in notes[0]
+    rules = {f["rule"] for f in json.loads(res.stdout)["findings"]}
+    assert "cuda_api_sync" in rules and not rules & set(TWINS[1:])
+    summary = runner.invoke(app, ["summary", str(path)])
+    assert summary.exit_code == 0 and "Left out: `cuda_memcpy_async`, `cuda_memcpy_sync`" in summary.stdout, summary.output

@@ -72,6 +72,8 @@ def diagnose(
         found = R.diagnose(run, [s.name for s, _ in chosen], {s.name: o for s, o in chosen})
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--rule") from None
+    for line in run.skipped_notes():
+        stderr.print(f"Note: {line}.", markup=False)
     if not found:
         looked = ", ".join(s.name for s, _ in chosen) or f"all {len(R.names())} rules"
         stderr.print(f"No findings: {looked} found nothing worth a look in {len(files)} export(s).", markup=False)

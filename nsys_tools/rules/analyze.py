@@ -167,7 +167,12 @@ GPU_NEEDS = {
 }
 
 
-def lacking(export: Export, needs: dict) -> str | None:
+# Columns a twin's query reads as NULL where the export lacks them (``column``): its findings are
+# made without them, though nsys skips the rule (its csv is empty then).
+NULLABLE = frozenset({"greenContextId", "srcKind", "dstKind", "srcDeviceId", "dstDeviceId", "bytes", "memKind"})
+
+
+def lacking(export: Export, needs: dict, nullable: frozenset[str] = frozenset()) -> str | None:
     """Why nsys analyze (2024.2) would not run a rule that reads ``needs`` on ``export``, or None.
 
     ``needs`` maps a table, or a tuple of tables of which one is enough, to the columns the rule's
@@ -183,7 +188,7 @@ def lacking(export: Export, needs: dict) -> str | None:
     for tables, columns in needs.items():
         for table in (tables,) if isinstance(tables, str) else tables:
             wanted = columns.get(table, ()) if isinstance(columns, dict) else columns
-            gone = [c for c in wanted if export.has(table) and c not in export.tables[table]]
+            gone = [c for c in wanted if export.has(table) and c not in export.tables[table] and c not in nullable]
             if gone:
                 named = f"{', '.join(gone)} column{'s' * (len(gone) > 1)}"
                 return f"its {table} table has no {named} (an export of an older nsys; exported again by a recent one, it has)"
@@ -253,6 +258,21 @@ def numbered(found: list[list[tuple]], key, rows: int) -> list[tuple]:
     each one's), numbered from 1, at most ``rows`` of them (-1: all)."""
     merged = sorted(((key(r), api, k, r) for api, part in enumerate(found) for k, r in enumerate(part)), key=lambda t: t[:3])
     return [(i, *r) for i, (*_, r) in enumerate(merged[: None if rows < 0 else rows], 1)]
+
+
+def rows(run, rule: str, select, columns: Sequence[tuple[str, str]], needs: dict, options: dict):
+    """A twin's rows (``select``'s, under ``columns``) over the run's exports, for its findings:
+    an export that lacks a table its query reads (nothing of the kind was traced) gives none; one
+    that lacks a column the query cannot read as NULL (``NULLABLE``) gives none either, and
+    ``run.skipped`` says why."""
+    found = []
+    for db in run.dbs:
+        why = lacking(db.export, needs, NULLABLE)
+        if why is None:
+            found += select(db, **options)
+        elif lacking(db.export, dict.fromkeys(needs, ())) is None:  # its tables are there: a column is not
+            run.skipped.append((db.export.source, rule, why))
+    return frame(columns, found)
 
 
 def cell(value, kind: str) -> str:

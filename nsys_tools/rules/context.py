@@ -35,6 +35,7 @@ class Run:
     read: dict[tuple, Any] = field(default_factory=dict, repr=False)  # view tables, by ``view_key``
     engine: Any = None
     accounting: dict[Path, Any] | None = None
+    skipped: list[tuple[Path, str, str]] = field(default_factory=list)  # (export, rule, why) a rule read none of
 
     @cached_property
     def exports(self) -> list[Export]:
@@ -99,6 +100,15 @@ class Run:
         starts so, which its strings table tells without a read of its kernels."""
         like = "SELECT 1 FROM StringIds WHERE value LIKE 'nccl%' LIMIT 1"
         return any(not db.export.has("StringIds") or db.fetch(like) for db in self.dbs)
+
+    def skipped_notes(self) -> list[str]:
+        """One line per export that rules could not read (``skipped``): which, and why."""
+        lines = []
+        for source in dict.fromkeys(s for s, _, _ in self.skipped):
+            rules = [r for s, r, _ in self.skipped if s == source]
+            whys = "; ".join(dict.fromkeys(w for s, _, w in self.skipped if s == source))
+            lines.append(f"{source}: {', '.join(rules)} left out: {whys}")
+        return lines
 
     def in_steady(self, pid: int, lo: int, hi: int) -> int:
         """How much of ``[lo, hi)`` falls in rank ``pid``'s steady steps; all of it where the run

@@ -68,7 +68,7 @@ def pageable(m: dict[str, str]) -> str:
 
 
 def rows(run, **options):
-    return A.frame(COLUMNS, [r for db in run.dbs for r in select(db, **options)])
+    return A.rows(run, RULE.name, select, COLUMNS, NEEDS, options)
 
 
 def megabytes(ops) -> str:

@@ -28,7 +28,7 @@ def select(db, **options) -> list[tuple]:
 
 
 def rows(run, **options):
-    return A.frame(COLUMNS, [r for db in run.dbs for r in select(db, **options)])
+    return A.rows(run, RULE.name, select, COLUMNS, NEEDS, options)
 
 
 def findings(run, table, **options) -> list[Finding]:

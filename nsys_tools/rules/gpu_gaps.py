@@ -43,7 +43,7 @@ def select(db, *, rows=-1, start=None, end=None, nvtx=None, gap=500) -> list[tup
 
 
 def rows(run, **options):
-    return A.frame(COLUMNS, [r for db in run.dbs for r in select(db, **options)])
+    return A.rows(run, RULE.name, select, COLUMNS, NEEDS, options)
 
 
 def findings(run, table, *, gap=500, **options) -> list[Finding]:

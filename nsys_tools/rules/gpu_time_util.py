@@ -84,7 +84,7 @@ def _query(ops: str, threshold: int, chunks: int) -> str:
 
 
 def rows(run, **options):
-    return A.frame(COLUMNS, [r for db in run.dbs for r in select(db, **options)])
+    return A.rows(run, RULE.name, select, COLUMNS, NEEDS, options)
 
 
 def findings(run, table, *, threshold=50, **options) -> list[Finding]:

@@ -177,6 +177,9 @@ def run_summary(
 
         lines.append(f"(no GPU work found: {reason(files, 'utilization', window=window)})")
     lines += [f"{i}. {f.text}" for i, f in enumerate(found[:3], 1)]
+    if run.skipped:  # rules that could not read an export: say which, not a finding less in silence
+        left = ", ".join(f"`{r}`" for r in dict.fromkeys(r for _, r, _ in run.skipped))
+        lines += ["", f"Left out: {left}; an export lacks a column their queries need (`diagnose` names it)."]
     lines += _steps(run.steps) if window is None else []
     lines += ["", "**Devices**", ""]
     lines += _table(
