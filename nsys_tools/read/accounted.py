@@ -38,8 +38,9 @@ def counts(trace) -> pl.LazyFrame:
     columns = ["kind", "global_pid", "correlation_id", "start_ns", "end_ns", "bytes"]
     ops = trace.gpu_ops(attributed=False, columns=columns, kinds=_complete(trace.export))
     calls = events.launch_calls(trace.export, ops, names=False)
-    # Each operation with its launch, and its process where the export records none (by its call).
-    launched = attribute.launches(ops, calls).collect().lazy()
+    # Each operation with its launch, and its process where the export records none (by its call):
+    # only the call's start travels through the join.
+    launched = attribute.launches(ops, calls.select("global_pid", "correlation_id", "api_start_ns")).collect().lazy()
     timed = (
         launched.group_by("kind")
         .agg(

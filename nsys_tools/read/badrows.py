@@ -36,7 +36,9 @@ def counts(ops: pl.LazyFrame, span: tuple[int, int] | None) -> pl.LazyFrame:
     holds too; its process as its launch tells, where the export records none) and ``outside``
     (starting before ``span`` or ending after it)."""
     known = pl.col("correlation_id").is_not_null() & pl.col("global_pid").is_not_null()  # of no known process: not told
-    shared = known & (pl.len().over("global_pid", "correlation_id") > 1)
+    distinct = ops.filter(known).select(pl.col("correlation_id").n_unique() == pl.len()).collect().item()
+    # Where no two known operations share even a correlation id (the common case), no pair is counted.
+    shared = pl.lit(False) if distinct else known & (pl.len().over("global_pid", "correlation_id") > 1)
     outside = (pl.col("start_ns") < span[0]) | (pl.col("end_ns") > span[1]) if span else pl.lit(False)
     return ops.group_by("kind").agg(
         zero_length=(pl.col("end_ns") == pl.col("start_ns")).sum().cast(pl.Int64),
