@@ -388,6 +388,27 @@ def test_overlap_is_communication_under_compute_per_step(nccl_export):
     assert util.rows() == per_device.select("gpu_id", "exposed_ns").rows()
 
 
+@pytest.mark.slow
+def test_overlap_puts_work_launched_by_any_thread_of_a_rank_in_its_step(tmp_path):
+    """PyTorch launches the backward pass from its autograd thread, not the thread holding the
+    'step <i>' ranges: each step's compute is still all of that step's (the steps view's, by time),
+    and 'Optimizer.step#AdamW.step' inside a step is not a step of its own."""
+    from .torch_train import exports as torch_exports
+
+    export = torch_exports(tmp_path)["a"]
+    threads = sql(
+        export,
+        "SELECT count(DISTINCT globalTid) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN "
+        "(SELECT id FROM StringIds WHERE value LIKE 'cudaLaunchKernel%')",
+    )[0][0]
+    assert threads == 2  # the main thread and autograd's
+    table = view_table([export], "overlap")
+    steps = view_table([export], "steps").filter(pl.col("step") > 0)
+    per_step = table.filter(pl.col("step").is_not_null()).select("step", "compute_ns").sort("step")
+    assert per_step.rows() == steps.select(step="name", compute_ns="compute_ns").sort("step").rows()
+    assert table.filter(pl.col("step").is_null())["compute_ns"].sum() == 0
+
+
 def test_overlap_of_a_synthetic_device():
     """Compute [0, 10) and [30, 40); NCCL [5, 20) and [25, 35): 10 of 25 ns hidden, 15 exposed."""
     from nsys_tools.views import overlap

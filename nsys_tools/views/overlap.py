@@ -2,7 +2,9 @@
 Twin: the ``nccl_gpu_overlap_trace`` recipe.
 
 For each device and step (an instance of the NVTX range matching ``step``, ``*step*`` unless
-given; an operation belongs to the step its launch call was made in, on the launching thread;
+given, but not a method's ``.step`` such as ``Optimizer.step#AdamW.step``, and of nested ones the
+outermost, as ``steps`` finds them; an operation belongs to the step its launch call was made in,
+on any thread of its process: PyTorch launches the backward pass from its autograd threads;
 operations launched outside every step form a row with no step): ``nccl_ns`` is the union of
 its NCCL kernels, ``overlapped_ns`` the part of it during which a compute kernel also ran on the
 device, ``exposed_ns`` the rest (communication the step waited for), ``overlap_pct`` the share
@@ -44,20 +46,29 @@ COLUMNS = ("step", "step_start_ns", "start_ns", "end_ns", "compute_ns", "nccl_ns
 
 def read(trace, by: Sequence[str], *, step: str = "*step*") -> pl.LazyFrame:
     from ..read.names import glob_like, glob_regex
+    from .steps import METHOD_STEP, outermost
 
     line = timeline(by)
     ops = trace.gpu_ops(
-        attributed=True, ranges=False, columns=[*line, "kind", "name", "start_ns", "end_ns", "global_tid", "api_start_ns"]
+        attributed=True, ranges=False, columns=[*line, "kind", "name", "start_ns", "end_ns", "pid", "api_start_ns"]
     )
-    ops = ops.select(*line, "start_ns", "end_ns", "global_tid", "api_start_ns", cls=U.op_class(pl.col("kind"), pl.col("name")))
+    ops = ops.select(
+        *line,
+        "start_ns",
+        "end_ns",
+        "api_start_ns",
+        rank=pl.col("pid").cast(pl.Int64),
+        cls=U.op_class(pl.col("kind"), pl.col("name")),
+    )
+    name = pl.col("range").cast(pl.String)
     steps = (
-        trace.ranges(columns=["range", "start_ns", "end_ns", "global_tid"], like=[glob_like(step)])
-        .filter(pl.col("range").cast(pl.String).str.contains(glob_regex(step)))
-        .select("global_tid", step=pl.col("range").cast(pl.String), step_start_ns="start_ns", step_end_ns="end_ns")
-        .sort("step_start_ns")
+        trace.ranges(columns=["range", "start_ns", "end_ns", "pid"], like=[glob_like(step)])
+        .filter(name.str.contains(glob_regex(step)) & ~name.str.contains(METHOD_STEP) & (pl.col("end_ns") > pl.col("start_ns")))
+        .with_columns(pl.col("pid").cast(pl.Int64))
     )
+    steps = outermost(steps).select(rank="pid", step=name, step_start_ns="start_ns", step_end_ns="end_ns").sort("step_start_ns")
     found = ops.sort("api_start_ns").join_asof(
-        steps, left_on="api_start_ns", right_on="step_start_ns", by="global_tid", strategy="backward", check_sortedness=False
+        steps, left_on="api_start_ns", right_on="step_start_ns", by="rank", strategy="backward", check_sortedness=False
     )
     inside = pl.col("api_start_ns") < pl.col("step_end_ns")
     return found.select(
