@@ -342,6 +342,32 @@ def test_the_accounting_is_counted_in_the_pass_that_makes_the_table(tiny, monkey
     assert len(filters) == len(set(filters)) and S.RUNTIME in {t for t, _ in filters}
 
 
+@pytest.mark.parametrize("view, by", [("kernels", ()), ("gaps", ("stream",)), ("utilization", ("device",))])
+def test_an_export_that_fits_in_one_piece_is_read_whole_with_the_same_table_and_counts(monkeypatch, view, by):
+    """With the shipped budgets the 2-GPU capture fits in one piece: no dry run, no bucket, no
+    read ahead, no second pass for the accounting; its table and counts are those of the same
+    export cut into many pieces (budgets of a few kB)."""
+    from nsys_tools.read import accounted
+
+    ex = open_export(EXPORTS["multi-gpu"])
+    keys = views.by_columns(by)
+    assert chunked.fits(ex)
+    with monkeypatch.context() as m:
+        for step in ("_read_ahead", "_passes", "accounting_counts"):
+            m.setattr(chunked, step, lambda *a, step=step: pytest.fail(f"{step} on an export that fits in one piece"))
+        counted = []
+        read_whole = chunked.view_partial(ex, view, keys, {}, counted)
+    table = views.finalize(view, read_whole.lazy(), keys).collect()
+    for name, budget in (("WINDOW_ROWS", 100), ("BUCKET_BYTES", 4096), ("SPILL_BYTES", 1024), ("SLICE_BYTES", 1024)):
+        monkeypatch.setattr(chunked, name, budget)
+    assert not chunked.fits(ex)
+    cut = []
+    assert_frame_equal(table, views.finalize(view, chunked.view_partial(ex, view, keys, {}, cut).lazy(), keys).collect())
+    assert len(counted) == len(cut) == 1 and counted[0]["ops"].sum() > 0
+    assert_frame_equal(counted[0], cut[0])
+    assert_frame_equal(counted[0], accounted.merge(accounted.counts(Trace(ex)).collect()))
+
+
 def test_reads_of_one_table_and_filter_merge_unless_a_name_means_another_field():
     start = S.Field("start_ns", ("start",), "int")
     corr = S.Field("correlation_id", ("correlationId",), "int")

@@ -22,6 +22,9 @@ al., 1983):
    of several exports do (with the partial of a view's ``once`` rows, those of the small tables
    alone, read one time beside them: ``nccl``'s payload ranges).
 
+An export whose large tables one piece would hold whole (``fits``: a small export) is read in
+one piece without the steps that cut it: no dry run, no buckets, no thread reading ahead.
+
 Attribution depends only on the launching call's thread and times, so no NVTX range is cut by a
 window or a bucket. Views whose partial needs the operations in time order (``views.ORDERED``:
 ``ranges``, the busy time of each range instance; ``gaps``, each timeline) run their ``read`` and
@@ -147,8 +150,17 @@ def view_partial(ex: Export, view: str, by: Sequence[str], options: dict, counte
     view allows it; ``options["window"]`` (a ``read.window.WindowSpec``) is resolved once, on the
     whole export. ``counted``: a list that gets the export's ``read.accounted.counts`` (all its
     operations, whatever the window), made from the same pieces as the table where the view is
-    read in pieces; else left empty."""
+    read in pieces, or from the same read where the export ``fits`` in one; else left empty."""
     return view_partials(ex, [(view, by, options)], counted)[0]
+
+
+def fits(ex: Export) -> bool:
+    """Whether one piece would hold the whole export, in memory and in one slice of an ordered
+    view: its large tables' rows, every column counted (``bucket_count``'s bound, whatever a
+    view reads), within ``BUCKET_BYTES``, ``SPILL_BYTES`` and ``SLICE_BYTES``. Such an export is
+    read whole, in no more memory than one piece takes."""
+    total = sum(ex.rows(t) * 8 * len(ex.tables[t]) for t in LARGE if ex.has(t))
+    return total <= min(BUCKET_BYTES, SPILL_BYTES, SLICE_BYTES)
 
 
 def view_partials(ex: Export, requests: Sequence[Request], counted: list | None = None) -> list[pl.DataFrame]:
@@ -159,6 +171,14 @@ def view_partials(ex: Export, requests: Sequence[Request], counted: list | None 
     views of one export; the five that read its operations and their launch calls share one
     read, ``sync`` (every API call) has its own. ``counted``: as ``view_partial``'s, from the
     pieces of the first pass."""
+    if fits(ex):  # one piece would hold it all: read whole, with no dry run and no buckets
+        ex = replace(ex, held={})
+        jobs = [_Job.of(ex, view, by, options, whole=True) for view, by, options in requests]
+        for job in jobs:
+            job.finish(ex)
+        if counted is not None:
+            counted.append(accounted.merge(_counts(Trace(ex)).collect()))
+        return [job.partial for job in jobs]
     jobs = [_Job.of(ex, view, by, options) for view, by, options in requests]
     passes = _passes([j for j in jobs if j.mode != "whole"], ex)
     counts: list[pl.DataFrame] = []
@@ -217,10 +237,11 @@ class _Job:
     partial: pl.DataFrame | None = None
 
     @classmethod
-    def of(cls, ex: Export, view: str, by: Sequence[str], options: dict) -> _Job:
+    def of(cls, ex: Export, view: str, by: Sequence[str], options: dict, whole: bool = False) -> _Job:
         options = dict(options)
         window = views.windowed(Trace(ex), options.pop("window", None)).window
         mode = "pieces" if views.splits(view, options) else "ordered" if views.spec(view).ordered else "whole"
+        mode = "whole" if whole else mode
         return cls(view, by, options, window, mode)
 
     def plan(self, trace: Trace) -> pl.LazyFrame:
@@ -279,7 +300,8 @@ class _Job:
 def accounting_counts(ex: Export) -> pl.DataFrame:
     """``read.accounted.counts`` of ``ex`` (its operations and launch calls: the export's two
     largest tables), a piece at a time, merged: for a table read another way than in pieces."""
-    return accounted.merge(pl.concat([accounted.counts(trace).collect() for trace in _pieces(ex, accounted.counts)]))
+    traces = [Trace(replace(ex, held={}))] if fits(ex) else _pieces(ex, accounted.counts)
+    return accounted.merge(pl.concat([accounted.counts(trace).collect() for trace in traces]))
 
 
 def _counts(trace: Trace) -> pl.LazyFrame:
