@@ -100,6 +100,12 @@ def test_slow_steps_are_the_sleeping_steps_and_their_cause_is_the_host(torch_a):
     assert f"({', '.join(f'step {i - 1}' for i in slow)})" in found.title
 
 
+def test_slow_steps_rows_come_in_rank_device_and_step_order():
+    """One row per slow step, sorted: the csv is the same bytes every run (a join's order is not)."""
+    table = rows_of(Run([MULTI]), "slow_steps")
+    assert table["pid"].n_unique() == 2 and table.equals(table.sort("pid", "gpu_id", "step"))
+
+
 def test_step_variance_equals_the_spread_of_the_step_ranges(torch_a):
     durations = [b - a for a, b in ranges(torch_a, "step %")[669]]
     (row,) = rows_of(Run([torch_a]), "step_variance").iter_rows(named=True)
