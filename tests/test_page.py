@@ -55,3 +55,20 @@ def test_the_page_holds_every_step_split_whole_and_the_run_over_time(tmp_path):
     assert drawn.height == 3 * util.height and set(drawn["device"]) == {"GPU 0", "GPU 1"}
     table = text.split("<th>skew (ms)</th>", 1)[1].split("</table>", 1)[0]
     assert table.count("<tr>") == steps.height  # one row per rank, device and step
+
+
+def test_summary_with_its_page_diagnoses_the_run_once(tmp_path, monkeypatch):
+    """The page takes the summary's run and findings: the rules run once, and the page is the
+    same as one written on its own."""
+    import nsys_tools.rules as rules
+    from nsys_tools.study.page import write
+
+    calls = []
+    diagnose = rules.diagnose
+    monkeypatch.setattr(rules, "diagnose", lambda *a, **k: calls.append(1) or diagnose(*a, **k))
+    page = tmp_path / "run.html"
+    res = CliRunner().invoke(app, ["summary", str(MULTI), "--html", str(page)])
+    assert res.exit_code == 0, res.output
+    assert len(calls) == 1
+    alone = write([MULTI], tmp_path / "alone.html")
+    assert len(calls) == 2 and alone.read_bytes() == page.read_bytes()

@@ -462,11 +462,12 @@ def summary(
             raise typer.BadParameter("give a .html file", param_hint="--html")
         page_target = _output(page, _read_by(files))
     counted: dict = {}  # each export's accounting, counted in the pass that reads its first view
-    _write(compose(paths, window=window, merge=merge, steps=steps, accounting=counted), target)
+    held: dict = {}  # each run and its findings, read once for the summary and the page
+    _write(compose(paths, window=window, merge=merge, steps=steps, accounting=counted, held=held), target)
     if page is not None:
         from ..study.page import write
 
-        write(paths, page_target, merge=merge, steps=steps)
+        write(paths, page_target, merge=merge, steps=steps, held=held)
         stderr.print(f"Wrote {page}", markup=False)
     _accounting_notes({f: counted[f] for f in files})
 

@@ -23,26 +23,29 @@ def bin_ns(span_ns: int, windows: int = WINDOWS) -> int:
         step *= 10
 
 
-def run_sections(files: Sequence[Path], *, name: str, steps: dict | None = None) -> list:
-    """The page's sections for the run in ``files``."""
+def run_sections(files: Sequence[Path], *, name: str, steps: dict | None = None, held: tuple | None = None) -> list:
+    """The page's sections for the run in ``files``; ``held``: the run and its findings where a
+    summary of it has just read them (``study.summary.run_summary``'s ``held``)."""
     from ..render import run_page
     from ..rules import diagnose
     from ..rules.context import Run
-    from ..run.report import view_table
 
-    run = Run(files, steps or {})
-    found = diagnose(run)
+    run, found = held or (Run(files, steps or {}), None)
+    found = diagnose(run) if found is None else found
     table = run.steps
     source = "; ".join(sorted(set(table["source"].drop_nulls()))) if "source" in table.columns and table.height else ""
-    util = view_table(files, "utilization", by=["device"])
+    util = run.view("utilization", by=["device"])
     span = int((util["end_ns"].max() or 0) - (util["start_ns"].min() or 0)) if util.height else 0
-    binned = view_table(files, "utilization", by=["device"], bin_ns=bin_ns(span)) if span else util.clear()
-    kernels = view_table(files, "kernels", names="short")
+    binned = run.view("utilization", by=["device"], bin_ns=bin_ns(span)) if span else util.clear()
+    kernels = run.view("kernels", names="short")
     return run_page.sections(name, found, table, source, binned, util, kernels)
 
 
-def write(paths: Sequence[str | Path], target: Path, *, merge: bool = False, steps: dict | None = None) -> Path:
-    """Write the page of the run in ``paths`` to ``target`` (one part per run unless ``merge``)."""
+def write(
+    paths: Sequence[str | Path], target: Path, *, merge: bool = False, steps: dict | None = None, held: dict | None = None
+) -> Path:
+    """Write the page of the run in ``paths`` to ``target`` (one part per run unless ``merge``);
+    ``held``: the runs a summary of them read, with their findings (``study.summary.summary``'s)."""
     from ..read.inputs import expand_inputs
     from ..read.sessions import runs
     from ..render import html
@@ -53,6 +56,7 @@ def write(paths: Sequence[str | Path], target: Path, *, merge: bool = False, ste
     def name(g: Sequence[Path]) -> str:
         return g[0].name if len(g) == 1 else f"{len(g)} exports ({g[0].name}, ...)"
 
-    sections = [s for g in groups for s in run_sections(g, name=f"Findings: {name(g)}", steps=steps)]
+    held = held or {}
+    sections = [s for g in groups for s in run_sections(g, name=f"Findings: {name(g)}", steps=steps, held=held.get(tuple(g)))]
     title = f"Run: {name(files)}" if len(groups) == 1 else f"{len(groups)} runs"
     return html.write(target, title, sections, through_link=True)

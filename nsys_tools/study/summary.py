@@ -127,18 +127,19 @@ def summary(
     merge: bool = False,
     steps: dict | None = None,
     accounting: dict | None = None,
+    held: dict | None = None,
 ) -> str:
     """The markdown summary of the run in ``paths`` (exports or folders of them); exports of
     several runs (``read.sessions.runs``: captures that do not overlap in time) get one section
     each, unless ``merge`` reads them as one. ``accounting``: a dict that gets each export's
-    ``read.accounted.accounting`` (``rules.context.Run``'s)."""
+    ``read.accounted.accounting`` (``rules.context.Run``'s); ``held``: as ``run_summary``'s."""
     from ..read.inputs import expand_inputs
     from ..read.sessions import runs
 
     files = expand_inputs(paths)
     groups = [files] if merge else runs(files)
     if len(groups) == 1:
-        return run_summary(files, window=window, engine=engine, steps=steps, accounting=accounting)
+        return run_summary(files, window=window, engine=engine, steps=steps, accounting=accounting, held=held)
     head = [
         f"## {len(groups)} runs",
         "",
@@ -146,17 +147,25 @@ def summary(
         "one section each; `nsys-tools compare BASE NEW` compares two of them, `--merge` reads them as one.",
         "",
     ]
-    sections = [run_summary(g, window=window, engine=engine, steps=steps, accounting=accounting) for g in groups]
+    sections = [run_summary(g, window=window, engine=engine, steps=steps, accounting=accounting, held=held) for g in groups]
     return "\n".join(head + sections)
 
 
 def run_summary(
-    files: Sequence[Path], *, window=None, engine=None, steps: dict | None = None, accounting: dict | None = None
+    files: Sequence[Path],
+    *,
+    window=None,
+    engine=None,
+    steps: dict | None = None,
+    accounting: dict | None = None,
+    held: dict | None = None,
 ) -> str:
     """The markdown summary of one run: ``files``, its exports. Over the whole run it leads with
     the three largest findings of ``diagnose`` and gives the steps (``steps``: the step view's
     options: ``step``, ``warmup``, ``slow``, ``flops_per_step``, ``peak_tflops``); in a window,
-    with the largest of the window's own figures."""
+    with the largest of the window's own figures. ``held``: a dict that gets, under the tuple of
+    ``files``, the run (``rules.context.Run``, with the tables it read) and its findings, for the
+    page of the run (``study.page``) to reuse."""
     from ..render.tables import escape, shorten
     from ..rules.context import Run
 
@@ -169,7 +178,10 @@ def run_summary(
     if window is None:
         from ..rules import diagnose
 
-        found = [Finding(f.time_ns, f"{escape(f.title)} (`{f.rule}`)") for f in diagnose(run)]
+        diagnosed = diagnose(run)
+        if held is not None:
+            held[tuple(files)] = (run, diagnosed)
+        found = [Finding(f.time_ns, f"{escape(f.title)} (`{f.rule}`)") for f in diagnosed]
     else:
         found = findings(t)
     if not found:
