@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import import_module
@@ -204,7 +205,7 @@ class OrderedView(TableView, Protocol):
 def declared(file: Path) -> View | None:
     """The ``VIEW = View(...)`` a module's source declares at its top level, with the options of its
     ``class Options``, read without importing it; None where it declares none."""
-    body = ast.parse(file.read_text(encoding="utf-8"), str(file)).body
+    body = _declarations(file.read_text(encoding="utf-8"), str(file))
     view = None
     for node in body:
         target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
@@ -216,6 +217,22 @@ def declared(file: Path) -> View | None:
         return None
     classes = [n for n in body if isinstance(n, ast.ClassDef) and n.name == "Options"]
     return dataclasses.replace(view, options=_options(classes[0], file) if classes else ())
+
+
+def _declarations(source: str, name: str) -> list[ast.stmt]:
+    """The top-level statements of ``source`` that can hold its ``VIEW`` and ``Options``: none
+    where the text never names ``VIEW``; else those before its first top-level function, where
+    neither name comes after it (a view's declarations head its module: each start costs a
+    parse of every view's module head, not of every view); else all of them."""
+    if "VIEW" not in source:
+        return []
+    first = re.search(r"^(?:async )?def\b", source, re.M)
+    if first is not None and "VIEW" not in source[first.start() :] and "Options" not in source[first.start() :]:
+        try:
+            return ast.parse(source[: first.start()], name).body
+        except SyntaxError:  # cut inside a string: read it all
+            pass
+    return ast.parse(source, name).body
 
 
 def _calls(node, name: str) -> bool:
