@@ -300,6 +300,34 @@ def write(out: Path, lines: list[dict], names: list[str], info: dict, nsys: bool
     return stem.with_suffix(".md")
 
 
+PATH_OPTIONS = ("--nsys", "--python", "--base-python", "--exports", "--out")
+
+
+def shown(argv: list[str]) -> str:
+    """The command as the report records it: the paths of this machine's executables and folders
+    by their last part (``--nsys /opt/.../nsys`` as ``--nsys nsys``), the rest as given."""
+    out, hide = [], False
+    for arg in argv:
+        flag, eq, value = arg.partition("=")
+        if hide:
+            arg = Path(arg).name
+        elif eq and flag in PATH_OPTIONS:
+            arg = f"{flag}={Path(value).name}"
+        out.append(arg)
+        hide = arg in PATH_OPTIONS
+    return "python -m benchmarks.compare " + " ".join(out)
+
+
+def nsys_version(nsys: str | None) -> str | None:
+    """``nsys --version``'s line, or None without one."""
+    if not nsys:
+        return None
+    try:
+        return subprocess.run([nsys, "--version"], capture_output=True, text=True, timeout=60).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", required=True, help="the revision to compare with (a commit, branch or tag)")
@@ -323,9 +351,9 @@ def main(argv: list[str] | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc)
     info = {
-        "command": "python -m benchmarks.compare " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": shown(argv if argv is not None else sys.argv[1:]),
         "started": started.strftime("%Y-%m-%d %H:%M"),
-        "machine": machine(pin),
+        "machine": machine(pin) | ({"nsys": v} if (v := nsys_version(args.nsys)) else {}),
         "tree": revision(),
         "base": _git("rev-parse", "--short", args.base),
         "runs": args.runs,

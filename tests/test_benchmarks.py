@@ -31,3 +31,10 @@ def test_the_tree_and_its_base_run_side_by_side_into_a_report(tmp_path):
     (export,) = tmp_path.glob("*-2k-*.sqlite")  # built from the committed fixture: 5 copies of its 381 kernels
     with sqlite3.connect(export) as con:
         assert con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0] == 5 * 381
+
+
+def test_the_report_records_paths_of_this_machine_by_their_last_part():
+    from benchmarks.compare import shown
+
+    argv = ["--base", "main", "--nsys", "/opt/nvidia/nsight-systems/2025.3/bin/nsys", "--out=/home/me/bench", "-n", "3"]
+    assert shown(argv) == "python -m benchmarks.compare --base main --nsys nsys --out=bench -n 3"
