@@ -407,6 +407,9 @@ def test_overlap_puts_work_launched_by_any_thread_of_a_rank_in_its_step(tmp_path
     per_step = table.filter(pl.col("step").is_not_null()).select("step", "compute_ns").sort("step")
     assert per_step.rows() == steps.select(step="name", compute_ns="compute_ns").sort("step").rows()
     assert table.filter(pl.col("step").is_null())["compute_ns"].sum() == 0
+    # stragglers finds the same steps: 24 'step <i>', not the 'Optimizer.step' ranges nested in them
+    stragglers = view_table([export], "stragglers")
+    assert stragglers["step"].to_list() == [f"step {i}" for i in range(24)]
 
 
 def test_overlap_of_a_synthetic_device():

@@ -2,8 +2,8 @@
 Twin: the ``nccl_gpu_overlap_trace`` recipe.
 
 For each device and step (an instance of the NVTX range matching ``step``, ``*step*`` unless
-given, but not a method's ``.step`` such as ``Optimizer.step#AdamW.step``, and of nested ones the
-outermost, as ``steps`` finds them; an operation belongs to the step its launch call was made in,
+given; of nested ones the outermost, as ``steps`` finds them (``steps.step_ranges``, so
+``Optimizer.step`` inside ``step 3`` is not a step); an operation belongs to the step its launch call was made in,
 on any thread of its process: PyTorch launches the backward pass from its autograd threads;
 operations launched outside every step form a row with no step): ``nccl_ns`` is the union of
 its NCCL kernels, ``overlapped_ns`` the part of it during which a compute kernel also ran on the
@@ -45,8 +45,8 @@ COLUMNS = ("step", "step_start_ns", "start_ns", "end_ns", "compute_ns", "nccl_ns
 
 
 def read(trace, by: Sequence[str], *, step: str = "*step*") -> pl.LazyFrame:
-    from ..read.names import glob_like, glob_regex
-    from .steps import METHOD_STEP, outermost
+    from ..read.names import glob_like
+    from .steps import step_ranges
 
     line = timeline(by)
     ops = trace.gpu_ops(
@@ -60,13 +60,11 @@ def read(trace, by: Sequence[str], *, step: str = "*step*") -> pl.LazyFrame:
         rank=pl.col("pid").cast(pl.Int64),
         cls=U.op_class(pl.col("kind"), pl.col("name")),
     )
-    name = pl.col("range").cast(pl.String)
-    steps = (
-        trace.ranges(columns=["range", "start_ns", "end_ns", "pid"], like=[glob_like(step)])
-        .filter(name.str.contains(glob_regex(step)) & ~name.str.contains(METHOD_STEP) & (pl.col("end_ns") > pl.col("start_ns")))
-        .with_columns(pl.col("pid").cast(pl.Int64))
+    ranges = trace.ranges(columns=["range", "start_ns", "end_ns", "pid"], like=[glob_like(step)])
+    steps = step_ranges(ranges.with_columns(pl.col("pid").cast(pl.Int64)), step).select(
+        rank="pid", step=pl.col("range").cast(pl.String), step_start_ns="start_ns", step_end_ns="end_ns"
     )
-    steps = outermost(steps).select(rank="pid", step=name, step_start_ns="start_ns", step_end_ns="end_ns").sort("step_start_ns")
+    steps = steps.sort("step_start_ns")
     found = ops.sort("api_start_ns").join_asof(
         steps, left_on="api_start_ns", right_on="step_start_ns", by="rank", strategy="backward", check_sortedness=False
     )

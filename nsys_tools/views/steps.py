@@ -151,6 +151,18 @@ def outermost(ranges: pl.DataFrame) -> pl.DataFrame:
     return ordered.filter(before.is_null() | (pl.col("end_ns") > before))
 
 
+def step_ranges(ranges, step: str | None = None):
+    """The ranges of ``ranges`` (``pid``, ``range``, ``start_ns``, ``end_ns``; eager or lazy) that
+    are steps: those ``step`` (a glob) matches, else those named like steps (``STEP_LIKE``) but not
+    a method's ``.step``; of ranges nested in one another, the outermost of each process. The
+    ``steps``, ``overlap`` and ``stragglers`` views find their steps here."""
+    from ..read.names import glob_regex
+
+    name = pl.col("range").cast(pl.String)
+    wanted = name.str.contains(glob_regex(step)) if step else name.str.contains(STEP_LIKE) & ~name.str.contains(METHOD_STEP)
+    return outermost(ranges.filter(wanted & (pl.col("end_ns") > pl.col("start_ns"))))
+
+
 def _numbered(steps: pl.DataFrame, source: str) -> pl.DataFrame:
     steps = steps.sort("pid", "start_ns")
     return steps.select(
@@ -166,16 +178,14 @@ def _numbered(steps: pl.DataFrame, source: str) -> pl.DataFrame:
 def from_ranges(ranges: pl.DataFrame, step: str | None) -> pl.DataFrame | None:
     """Steps from NVTX ranges: those ``step`` matches, or those that look like steps, or the
     most repeated top-level range; None when none fits."""
-    from ..read.names import glob_regex
-
+    found = step_ranges(ranges, step).rename({"range": "name"})
+    if step is not None or found.height:
+        source = (
+            f"NVTX ranges matching {step!r}" if step is not None else "NVTX ranges named like steps ('*step*', 'ProfilerStep#N')"
+        )
+        return _numbered(found, source) if found.height else None
     timed = ranges.filter(pl.col("end_ns") > pl.col("start_ns")).rename({"range": "name"})
-    if step is not None:
-        found = outermost(timed.filter(pl.col("name").cast(pl.String).str.contains(glob_regex(step))))
-        return _numbered(found, f"NVTX ranges matching {step!r}") if found.height else None
     name = pl.col("name").cast(pl.String)
-    found = outermost(timed.filter(name.str.contains(STEP_LIKE) & ~name.str.contains(METHOD_STEP)))
-    if found.height:
-        return _numbered(found, "NVTX ranges named like steps ('*step*', 'ProfilerStep#N')")
     top = outermost(timed.filter(~name.str.contains(FRAMEWORK_OPS))).with_columns(pattern=name.str.replace_all(r"\d+", "#"))
     counts = top.group_by("pattern").agg(n=pl.len(), first=pl.col("start_ns").min())
     counts = counts.filter(pl.col("n") >= 3 * top["pid"].n_unique())
