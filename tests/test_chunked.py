@@ -314,14 +314,9 @@ def test_each_idle_slice_finds_the_blocking_calls_that_all_of_them_give(name):
         assert_frame_equal(found(probes, seen), found(probes, calls))
 
 
-@pytest.mark.parametrize("view, by", [("kernels", ()), ("gaps", ("stream",)), ("utilization", ("device",))])
-def test_the_accounting_is_counted_in_the_pass_that_makes_the_table(tiny, monkeypatch, view, by):
-    """The report's accounting comes from the pieces that make the view's table (no second pass
-    over the export), and equals the counts of the export read whole; each large table is read
-    once per filter, however many frames of a piece ask for its columns."""
-    from nsys_tools.read import accounted
-
-    made = []
+def recorded_reads(monkeypatch) -> list[list]:
+    """A list that gets the reads of every window ``chunked`` reads ahead, as it reads them."""
+    made: list[list] = []
     real = chunked._read_ahead
 
     def recorded(ex, reads):
@@ -329,6 +324,17 @@ def test_the_accounting_is_counted_in_the_pass_that_makes_the_table(tiny, monkey
         return real(ex, reads)
 
     monkeypatch.setattr(chunked, "_read_ahead", recorded)
+    return made
+
+
+@pytest.mark.parametrize("view, by", [("kernels", ()), ("gaps", ("stream",)), ("utilization", ("device",))])
+def test_the_accounting_is_counted_in_the_pass_that_makes_the_table(tiny, monkeypatch, view, by):
+    """The report's accounting comes from the pieces that make the view's table (no second pass
+    over the export), and equals the counts of the export read whole; each large table is read
+    once per filter, however many frames of a piece ask for its columns."""
+    from nsys_tools.read import accounted
+
+    made = recorded_reads(monkeypatch)
     monkeypatch.setattr(chunked, "accounting_counts", lambda ex: pytest.fail("a second pass over the export"))
     ex = open_export(FIXTURES / "doubled-launch" / "doubled-launch.sqlite")
     counted = []
@@ -400,14 +406,7 @@ def test_views_that_read_the_same_tables_read_them_once(tiny, monkeypatch, name)
     the first pass."""
     from nsys_tools.read import accounted
 
-    made = []
-    real = chunked._read_ahead
-
-    def recorded(ex, reads):
-        made.append(list(reads))
-        return real(ex, reads)
-
-    monkeypatch.setattr(chunked, "_read_ahead", recorded)
+    made = recorded_reads(monkeypatch)
     ex = open_export(EXPORTS[name])
     counted = []
     asked = [(view, views.by_columns(by), options) for view, by, options in SUMMARY_VIEWS]
