@@ -94,6 +94,14 @@ class Run:
         return [self.read[k] for k in keys]
 
     @cached_property
+    def findings(self) -> list:
+        """Every rule's findings with its default options (``rules.diagnose``), found once: a
+        summary and the page of the run share them."""
+        from . import diagnose
+
+        return diagnose(self)
+
+    @cached_property
     def nccl(self) -> bool:
         """Whether an export of the run may hold an NCCL kernel (one named ``nccl...``, case
         aside, as ``views.utilization.op_class`` tells them): false only where no string of it

@@ -23,15 +23,15 @@ def bin_ns(span_ns: int, windows: int = WINDOWS) -> int:
         step *= 10
 
 
-def run_sections(files: Sequence[Path], *, name: str, steps: dict | None = None, held: tuple | None = None) -> list:
-    """The page's sections for the run in ``files``; ``held``: the run and its findings where a
-    summary of it has just read them (``study.summary.run_summary``'s ``held``)."""
+def run_sections(files: Sequence[Path], *, name: str, steps: dict | None = None, held=None) -> list:
+    """The page's sections for the run in ``files``; ``held``: the run (``rules.context.Run``)
+    where a summary of it has just read its tables and findings (``study.summary.run_summary``'s
+    ``held``)."""
     from ..render import run_page
-    from ..rules import diagnose
     from ..rules.context import Run
 
-    run, found = held or (Run(files, steps or {}), None)
-    found = diagnose(run) if found is None else found
+    run = held or Run(files, steps or {})
+    found = run.findings
     table = run.steps
     source = "; ".join(sorted(set(table["source"].drop_nulls()))) if "source" in table.columns and table.height else ""
     util = run.view("utilization", by=["device"])
@@ -45,7 +45,7 @@ def write(
     paths: Sequence[str | Path], target: Path, *, merge: bool = False, steps: dict | None = None, held: dict | None = None
 ) -> Path:
     """Write the page of the run in ``paths`` to ``target`` (one part per run unless ``merge``);
-    ``held``: the runs a summary of them read, with their findings (``study.summary.summary``'s)."""
+    ``held``: the runs a summary of them read (``study.summary.summary``'s)."""
     from ..read.inputs import expand_inputs
     from ..read.sessions import runs
     from ..render import html

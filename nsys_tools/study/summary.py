@@ -164,7 +164,7 @@ def run_summary(
     the three largest findings of ``diagnose`` and gives the steps (``steps``: the step view's
     options: ``step``, ``warmup``, ``slow``, ``flops_per_step``, ``peak_tflops``); in a window,
     with the largest of the window's own figures. ``held``: a dict that gets, under the tuple of
-    ``files``, the run (``rules.context.Run``, with the tables it read) and its findings, for the
+    ``files``, the run (``rules.context.Run``, with the tables it read and its findings), for the
     page of the run (``study.page``) to reuse."""
     from ..render.tables import escape, shorten
     from ..rules.context import Run
@@ -176,12 +176,9 @@ def run_summary(
     lines = [f"### Run summary: {where}" + (f" ({window})" if window else ""), ""]
     lines += ["**Look at first:**", ""]
     if window is None:
-        from ..rules import diagnose
-
-        diagnosed = diagnose(run)
         if held is not None:
-            held[tuple(files)] = (run, diagnosed)
-        found = [Finding(f.time_ns, f"{escape(f.title)} (`{f.rule}`)") for f in diagnosed]
+            held[tuple(files)] = run
+        found = [Finding(f.time_ns, f"{escape(f.title)} (`{f.rule}`)") for f in run.findings]
     else:
         found = findings(t)
     if not found:
