@@ -409,7 +409,9 @@ def finalize(partials: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
         .with_columns(tflops=tflops)
         .with_columns(mfu_pct=pl.col("tflops") * 100.0 / pl.col("peak"))
         .select(*lead, *COLUMNS)
-        .sort([*lead, "pid", "gpu_id", "step"])
+        # every column, after the keys: two exports of one run may hold the same process and
+        # device, and their rows must come in one order however the parts arrive
+        .sort([*lead, "pid", "gpu_id", "step", *(c for c in COLUMNS if c not in ("pid", "gpu_id", "step"))], nulls_last=True)
     )
 
 
