@@ -276,3 +276,31 @@ def test_work_of_no_known_process_on_a_shared_device_is_kept_by_the_ranks_span(t
     expected = launched(K, windows, path=kept) + unknown
     assert unknown > _unlaunched(windows, kept)
     assert view_table([old], "kernels", window=WindowSpec(within="step=*#2"))["instances"].sum() == expected
+
+
+def test_instances_are_counted_as_steps_are_so_a_nested_method_step_is_not_one(tmp_path):
+    """PyTorch's 'Optimizer.step#AdamW.step' sits inside each 'step <i>' of the training run and
+    matches '*step*' too: the third instance is 'step 2', and skipping two steps starts at 'step 2',
+    as the steps view numbers them (before, the nested ranges counted and both landed on 'step 1')."""
+    from .torch_train import exports as torch_exports
+
+    export = torch_exports(tmp_path)["a"]
+    named = sql(
+        "SELECT coalesce(n.text, s.value), n.start, n.end FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+        "WHERE coalesce(n.text, s.value) LIKE '%step%' ORDER BY n.start",
+        path=export,
+    )
+    assert [r[0].split(",")[0] for r in named[:4]] == [
+        "step 0",
+        "Optimizer.step#AdamW.step",
+        "step 1",
+        "Optimizer.step#AdamW.step",
+    ]
+    step = {name: (lo, hi) for name, lo, hi in named if name.startswith("step ")}
+    trace = nsys_tools.open(export)
+    for window in (resolve_window(trace, within="*step*#3"), resolve_window(trace, within="*step*", skip_first=2)):
+        assert [(lo, hi) for _, lo, hi in window.ranks] == [(step["step 2"][0], window.ranks[0][2])]
+    assert resolve_window(trace, within="*step*#3").ranks[0][2] == step["step 2"][1]
+    assert resolve_window(trace, skip_first=2).ranks[0][1] == step["step 2"][0]
+    steps = view_table([export], "steps", window=WindowSpec(skip_first=2))
+    assert steps["name"].to_list()[0] == "step 2"

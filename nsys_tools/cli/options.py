@@ -76,7 +76,13 @@ MergeOption = Annotated[
 
 
 SkipFirstOption = Annotated[
-    int, typer.Option("--skip-first", min=0, help="Drop the first N instances of the step range (--within's, else *step*).")
+    int,
+    typer.Option(
+        "--skip-first",
+        min=0,
+        help="Drop each rank's first N steps: instances of --within's range, else the steps --view steps finds "
+        "(of nested ranges, the outermost).",
+    ),
 ]
 
 

@@ -19,8 +19,12 @@ timeline: what starts between them.
 * ``within``: ``GLOB`` or ``GLOB#n``: the n-th instance (from 1, in order of start) of the NVTX
   ranges whose text matches the glob, or without ``#n`` from the first instance's start to the
   last one's end;
-* ``skip_first``: drop the first N instances of the step range (``within``'s glob, else
-  ``STEP_GLOB``): the window starts where instance N+1 starts.
+* ``skip_first``: drop the first N instances of the step range (``within``'s glob, else the
+  steps as ``--view steps`` finds them in NVTX ranges): the window starts where instance N+1
+  starts.
+
+Instances are counted as steps are (``read.step_ranges``): of ranges nested in one another, only
+the outermost, so ``Optimizer.step`` inside ``step 3`` is not an instance of ``*step*``.
 
 All of them given together intersect.
 """
@@ -33,7 +37,6 @@ from dataclasses import dataclass
 from ..errors import UsageError
 
 NO_END = (1 << 63) - 1
-STEP_GLOB = "*step*"
 UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _TIME = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s)?\s*$")
 
@@ -109,7 +112,7 @@ def resolve_window(trace, *, start=None, end=None, within=None, skip_first: int 
         if hi <= lo:
             raise UsageError(trace.path, f"the window [{lo} ns, {hi} ns) is empty", "--to must come after --from")
         return Window(lo, hi)
-    glob, n = split_within(within) if within else (STEP_GLOB, None)
+    glob, n = split_within(within) if within else (None, None)
     ranks = []
     for pid, found in _instances(trace, glob):
         found = found[skip_first:]
@@ -126,29 +129,37 @@ def resolve_window(trace, *, start=None, end=None, within=None, skip_first: int 
         skipped = f" after skipping {skip_first}" if skip_first else ""
         cut = " inside --from/--to" if start is not None or end is not None else ""
         raise UsageError(
-            trace.path, f"no process has {what}an NVTX range matching {glob!r}{skipped}{cut}", "see `--view ranges` for the names"
+            trace.path,
+            f"no process has {what}an NVTX range matching {glob!r}{skipped}{cut}"
+            if glob
+            else f"no process has more than {skip_first} steps in its NVTX ranges{cut}",
+            "see `--view ranges` for the names, and name the step range with `--within GLOB --skip-first N`",
         )
     return Window(min(r[1] for r in ranks), max(r[2] for r in ranks), tuple(ranks))
 
 
-def _instances(trace, glob: str) -> list[tuple[int, list[tuple[int, int]]]]:
-    """Per process (``global_pid``, in order), the ``(start_ns, end_ns)`` of the NVTX ranges
-    whose text matches ``glob``, in order of start."""
+def _instances(trace, glob: str | None) -> list[tuple[int, list[tuple[int, int]]]]:
+    """Per process (``global_pid``, in order), the ``(start_ns, end_ns)`` of its step instances in
+    order of start: the NVTX ranges ``glob`` matches, or without a glob the steps as the
+    ``steps`` view finds them in NVTX ranges; of ranges nested in one another, the outermost
+    (``Optimizer.step`` inside ``step 3`` is not an instance of its own)."""
     import polars as pl
 
     from .frames import global_pid
-    from .names import glob_regex
+    from .step_ranges import from_ranges, step_ranges
 
-    ranges = trace.ranges(columns=["range", "start_ns", "end_ns", "global_tid"])
-    found = (
-        ranges.filter(pl.col("range").cast(pl.String).str.contains(glob_regex(glob)))
-        .select("start_ns", "end_ns", global_pid=global_pid(pl.col("global_tid")))
-        .sort("global_pid", "start_ns", "end_ns")
+    ranges = (
+        trace.ranges(columns=["range", "start_ns", "end_ns", "global_tid"])
+        .select("range", "start_ns", "end_ns", pid=global_pid(pl.col("global_tid")))
         .collect()
     )
+    found = step_ranges(ranges, glob) if glob else from_ranges(ranges, None)
+    if found is None or found.is_empty():
+        return []
+    found = found.sort("pid", "start_ns", "end_ns")
     return [
         (pid, list(zip(g["start_ns"], g["end_ns"], strict=True)))
-        for (pid,), g in found.partition_by("global_pid", as_dict=True, maintain_order=True).items()
+        for (pid,), g in found.partition_by("pid", as_dict=True, maintain_order=True).items()
     ]
 
 

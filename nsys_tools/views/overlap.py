@@ -2,7 +2,7 @@
 Twin: the ``nccl_gpu_overlap_trace`` recipe.
 
 For each device and step (an instance of the NVTX range matching ``step``, ``*step*`` unless
-given; of nested ones the outermost, as ``steps`` finds them (``steps.step_ranges``, so
+given; of nested ones the outermost, as ``steps`` finds them (``read.step_ranges``, so
 ``Optimizer.step`` inside ``step 3`` is not a step); an operation belongs to the step its launch call was made in,
 on any thread of its process: PyTorch launches the backward pass from its autograd threads;
 operations launched outside every step form a row with no step): ``nccl_ns`` is the union of
@@ -46,7 +46,7 @@ COLUMNS = ("step", "step_start_ns", "start_ns", "end_ns", "compute_ns", "nccl_ns
 
 def read(trace, by: Sequence[str], *, step: str = "*step*") -> pl.LazyFrame:
     from ..read.names import glob_like
-    from .steps import step_ranges
+    from ..read.step_ranges import step_ranges
 
     line = timeline(by)
     ops = trace.gpu_ops(

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from ..errors import UsageError
+from ..read.step_ranges import from_ranges, numbered
 from . import View
 from . import utilization as U
 from .contract import OptionError, option
@@ -118,13 +119,6 @@ PEAKS = (
     ("B200", 2250.0),
     ("L40S", 362.05),
 )
-STEP_LIKE = r"(?i)step|^ProfilerStep#\d+$"
-# Names that hold "step" as a method called inside a step (PyTorch's ``Optimizer.step#AdamW.step``,
-# an LR scheduler's ``.step``): not steps.
-METHOD_STEP = r"(?i)\.step\b"
-# Ranges that frameworks open around one operator or collective (PyTorch's emit_nvtx: ``aten::mm,
-# seq = 12, op_id = 40, sizes = ...``; NCCL's): never a step, however often they repeat.
-FRAMEWORK_OPS = r"^(aten|autograd|c10d|prim|torch)::|, (seq|op_id) = |^nccl[A-Z]"
 OP_COLUMNS = [
     "gpu_id",
     "gpu_name",
@@ -142,64 +136,6 @@ OP_COLUMNS = [
 
 def peak(gpu_name: str | None) -> float | None:
     return next((p for key, p in PEAKS if gpu_name and key in gpu_name), None)
-
-
-def outermost(ranges: pl.DataFrame) -> pl.DataFrame:
-    """Of ``ranges`` (``pid, start_ns, end_ns``), those no other one of the same process holds."""
-    ordered = ranges.sort("pid", "start_ns", pl.col("end_ns"), descending=[False, False, True])
-    before = pl.col("end_ns").cum_max().shift(1).over("pid")
-    return ordered.filter(before.is_null() | (pl.col("end_ns") > before))
-
-
-def step_ranges(ranges, step: str | None = None):
-    """The ranges of ``ranges`` (``pid``, ``range``, ``start_ns``, ``end_ns``; eager or lazy) that
-    are steps: those ``step`` (a glob) matches, else those named like steps (``STEP_LIKE``) but not
-    a method's ``.step``; of ranges nested in one another, the outermost of each process. The
-    ``steps``, ``overlap`` and ``stragglers`` views find their steps here."""
-    from ..read.names import glob_regex
-
-    name = pl.col("range").cast(pl.String)
-    wanted = name.str.contains(glob_regex(step)) if step else name.str.contains(STEP_LIKE) & ~name.str.contains(METHOD_STEP)
-    return outermost(ranges.filter(wanted & (pl.col("end_ns") > pl.col("start_ns"))))
-
-
-def _numbered(steps: pl.DataFrame, source: str) -> pl.DataFrame:
-    steps = steps.sort("pid", "start_ns")
-    return steps.select(
-        pl.col("pid").cast(pl.Int64),
-        step=pl.col("start_ns").rank("ordinal").over("pid").cast(pl.Int64),
-        name=pl.col("name").cast(pl.String),
-        start_ns="start_ns",
-        end_ns="end_ns",
-        source=pl.lit(source),
-    )
-
-
-def from_ranges(ranges: pl.DataFrame, step: str | None) -> pl.DataFrame | None:
-    """Steps from NVTX ranges: those ``step`` matches, or those that look like steps, or the
-    most repeated top-level range; None when none fits."""
-    found = step_ranges(ranges, step).rename({"range": "name"})
-    if step is not None or found.height:
-        source = (
-            f"NVTX ranges matching {step!r}" if step is not None else "NVTX ranges named like steps ('*step*', 'ProfilerStep#N')"
-        )
-        return _numbered(found, source) if found.height else None
-    timed = ranges.filter(pl.col("end_ns") > pl.col("start_ns")).rename({"range": "name"})
-    name = pl.col("name").cast(pl.String)
-    top = outermost(timed.filter(~name.str.contains(FRAMEWORK_OPS))).with_columns(pattern=name.str.replace_all(r"\d+", "#"))
-    counts = top.group_by("pattern").agg(n=pl.len(), first=pl.col("start_ns").min())
-    counts = counts.filter(pl.col("n") >= 3 * top["pid"].n_unique())
-    if counts.is_empty():
-        return None
-    # Of the ranges that repeat most (forward, backward, optimizer: once a step each), the one
-    # that comes first opens each step, and a step lasts until the next one opens.
-    pattern = counts.sort("n", "first", "pattern", descending=[True, False, False])["pattern"][0]
-    opens = top.filter(pl.col("pattern") == pattern).sort("pid", "start_ns")
-    last = timed.group_by("pid").agg(last=pl.col("end_ns").max())  # the last step ends with the rank's last range
-    opens = opens.join(last, on="pid").with_columns(
-        end_ns=pl.col("start_ns").shift(-1).over("pid").fill_null(pl.max_horizontal("end_ns", "last"))
-    )
-    return _numbered(opens, f"the repeating top-level NVTX range {pattern!r}, each step lasting until it opens again")
 
 
 def period(names: Sequence[str]) -> int | None:
@@ -236,7 +172,7 @@ def from_kernels(ops: pl.DataFrame) -> pl.DataFrame | None:
         found.append(pl.DataFrame({"pid": pid, "name": anchor, "start_ns": starts, "end_ns": ends}))
     if not found:
         return None
-    return _numbered(pl.concat(found), "a repeating kernel sequence (no NVTX step ranges)")
+    return numbered(pl.concat(found), "a repeating kernel sequence (no NVTX step ranges)")
 
 
 def clip(intervals: pl.LazyFrame, windows: pl.DataFrame, keep: Sequence[str]) -> pl.LazyFrame:

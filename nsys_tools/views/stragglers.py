@@ -2,7 +2,7 @@
 
 A rank is a process (one export with several processes, or a folder of per-rank exports). A
 step is an instance of the NVTX range matching ``step`` (``*step*`` unless given; of nested ones the
-outermost, ``steps.step_ranges``: ``Optimizer.step`` inside ``step 3`` is not a step); each rank's
+outermost, ``read.step_ranges``: ``Optimizer.step`` inside ``step 3`` is not a step); each rank's
 steps are numbered in order of start from 1, and step k of every rank is compared: ``slowest_pid``
 ran it longest (its CPU range time, which waits for the collectives a straggler holds up),
 ``behind_ns`` is how much longer than the median rank it took. ``late_steps`` counts the steps
@@ -51,7 +51,7 @@ COLUMNS = (
 
 
 def read(trace, by: Sequence[str], *, step: str = "*step*") -> pl.LazyFrame:
-    from .steps import step_ranges
+    from ..read.step_ranges import step_ranges
 
     keep = [c for c in by if c not in ("gpu_id", "gpu_name", "stream_id", *RANK)]
     ranges = trace.ranges(columns=[*keep, *RANK, "range", "start_ns", "end_ns", "duration_ns"])
