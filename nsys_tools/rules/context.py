@@ -118,17 +118,30 @@ class Run:
             lines.append(f"{source}: {', '.join(rules)} left out: {whys}")
         return lines
 
-    def in_steady(self, pid: int, lo: int, hi: int) -> int:
-        """How much of ``[lo, hi)`` falls in rank ``pid``'s steady steps; all of it where the run
-        has no steps (nothing to tell setup and warm-up apart)."""
+    def in_steady(self, pid: int, starts: Sequence[int], ends: Sequence[int]) -> list[int]:
+        """How much of each interval ``[starts[i], ends[i])`` falls in rank ``pid``'s steady steps;
+        all of it where the run has no steps (nothing to tell setup and warm-up apart).
+
+        The time of steady steps before ``t`` is ``F(t) = sum over steps with start a < t of
+        min(t, b) - a``, and an interval holds ``F(hi) - F(lo)`` of it: with the starts and ends
+        sorted and summed once, every interval costs two binary searches."""
         import polars as pl
 
+        lo, hi = pl.Series(starts, dtype=pl.Int64), pl.Series(ends, dtype=pl.Int64)
         steps = self.steps
         if steps.is_empty():
-            return hi - lo
+            return (hi - lo).to_list()
         own = steps.filter((pl.col("pid") == pid) & (pl.col("phase") == "steady")).unique("step")
-        a, b = pl.col("start_ns"), pl.col("start_ns") + pl.col("duration_ns")
-        return int(own.select((pl.min_horizontal(b, hi) - pl.max_horizontal(a, lo)).clip(lower_bound=0).sum()).item())
+        a = own["start_ns"].cast(pl.Int64).sort()
+        b = (own["start_ns"] + own["duration_ns"]).cast(pl.Int64).sort()
+
+        def before(t: pl.Series) -> pl.Series:
+            total = pl.Series([0], dtype=pl.Int64)
+            ia, ib = a.search_sorted(t, side="left"), b.search_sorted(t, side="left")
+            sa, sb = pl.concat([total, a.cum_sum()]).gather(ia), pl.concat([total, b.cum_sum()]).gather(ib)
+            return (ia.cast(pl.Int64) - ib.cast(pl.Int64)) * t - sa + sb
+
+        return (before(hi) - before(lo)).to_list()
 
 
 def view_key(name: str, options: dict[str, Any]) -> tuple:

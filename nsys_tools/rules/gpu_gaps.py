@@ -54,7 +54,8 @@ def findings(run, table, *, gap=500, **options) -> list[Finding]:
     out = []
     for (pid, device), gaps in table.group_by("PID", "Device ID", maintain_order=True):
         total = int(gaps["Duration (ns)"].sum())
-        steady = sum(run.in_steady(int(pid), int(a), int(a + d)) for a, d in gaps.select("Start (ns)", "Duration (ns)").rows())
+        starts = gaps["Start (ns)"].cast(int)
+        steady = sum(run.in_steady(int(pid), starts, starts + gaps["Duration (ns)"].cast(int)))
         if steady == 0:
             continue
         longest = gaps.row(0, named=True)

@@ -94,12 +94,10 @@ def findings(run, table, *, threshold=50, **options) -> list[Finding]:
         return []
     out = []
     for (pid, device), low in table.group_by("PID", "Device ID", maintain_order=True):
-        idle, steady = 0.0, 0
-        for r in low.iter_rows(named=True):
-            start, length = int(r["Start (ns)"]), int(r["Duration (ns)"])
-            part = run.in_steady(int(pid), start, start + length)
-            steady += part
-            idle += part * (100 - r["In-Use (%)"]) / 100
+        starts = low["Start (ns)"].cast(int)
+        parts = run.in_steady(int(pid), starts, starts + low["Duration (ns)"].cast(int))
+        steady = sum(parts)
+        idle = sum((p * (100 - used) / 100 for p, used in zip(parts, low["In-Use (%)"], strict=True)), 0.0)
         if steady == 0:
             continue
         length = int(low["Duration (ns)"].sum())
