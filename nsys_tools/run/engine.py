@@ -59,6 +59,11 @@ class Local:
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], progress: Progress | None = None, keep_going: bool = False) -> list:
         out: list = []
+        if len(items) == 1:  # no pool for one task (a single small export answers in a tenth of a second)
+            out.append(run_task(fn, items[0], keep_going=keep_going))
+            if progress:
+                progress(1, 1)
+            return out
         with ThreadPoolExecutor(max_workers=max(1, min(self.workers, len(items)))) as pool:
             for result in pool.map(lambda item: run_task(fn, item, keep_going=keep_going), items):
                 out.append(result)
