@@ -66,8 +66,10 @@ def tables(paths: Sequence[str | Path], *, window=None, engine=None, run=None, r
         **({"sync": {}, "launch": {"names": "short"}} if ranked else {}),
         **({"overlap": {"by": ["device"]}} if run.nccl else {}),
     }
-    read = run.views([(name, {**given, **options}) for name, given in asked.items()])
-    return {"overlap": views.empty("overlap", views.by_columns(["device"]))} | dict(zip(asked, read, strict=True))
+    requests = [(name, {**given, **options}) for name, given in asked.items()]
+    # The whole run's summary gives the steps, and its rules read them: read with the rest.
+    read = run.views(requests + ([] if ranked else [("steps", run.step_options)]))
+    return {"overlap": views.empty("overlap", views.by_columns(["device"]))} | dict(zip(asked, read, strict=False))
 
 
 def device(row: dict) -> str:
