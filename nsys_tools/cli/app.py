@@ -278,4 +278,29 @@ def run() -> None:
     safe_path()
     reap_stale(tempfile.gettempdir())  # spill folders of runs that were killed
     stop_on_interrupt()
-    app(prog_name="nsys-tools")
+    commands, groups = app.registered_commands, app.registered_groups
+    named = _named(sys.argv[1:])
+    if named is not None:  # typer builds every command it holds, signatures and all: only the one asked for
+        app.registered_commands = [c for c in commands if _name(c) == named]
+        app.registered_groups = [g for g in groups if g.name == named]
+    try:
+        app(prog_name="nsys-tools")
+    finally:
+        app.registered_commands, app.registered_groups = commands, groups
+
+
+def _name(command) -> str:
+    from typer.main import get_command_name
+
+    return command.name or get_command_name(command.callback.__name__)
+
+
+def _named(args: list[str]) -> str | None:
+    """The command that ``args`` name (the first word that is not ``--debug``), where it is one of
+    the app's; None for anything else (help, ``--version``, a misspelled name that typer then
+    answers with the names it knows, shell completion)."""
+    if any(key.endswith("_COMPLETE") for key in os.environ):
+        return None
+    first = next((a for a in args if a != "--debug"), None)
+    known = {_name(c) for c in app.registered_commands} | {g.name for g in app.registered_groups}
+    return first if first in known else None
