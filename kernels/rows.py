@@ -23,6 +23,18 @@ variants.md``, "The dispatcher rule").
    and nothing is preloaded; one row per block otherwise.
 4. **The row width compiled in** up to 8 KB per row, where one warp holds the row or nothing is
    preloaded (masks go, divisions by N become products).
+
+The bf16 forward (``bf16_row_plan``) has its own rule, fitted on 32 bf16 shapes timed on an H100
+(``reports/variants.md``, "Issue 35, third pass"): bf16 is converted by single instructions
+there, which leaves registers for more vectors in flight than the fp32 rule allows.
+
+1. **Threads per row.** Vector rows: the power of two that holds at most 4 vectors (32 bf16) a
+   thread, 32 to 1024 threads. Element rows: 8 to 16 elements a thread (the largest power of two
+   not above N / 8), 32 to 1024 threads.
+2. **The preload** for vector rows of at most 256 threads, and for wider ones when there are no
+   more rows than SMs (one row an SM: the registers cost no residency); never for element rows.
+3. **Rows per block** and **the row width compiled in** as in the fp32 rule, the width whenever
+   the row is at most 8 KB.
 """
 
 from __future__ import annotations
@@ -88,3 +100,27 @@ def row_plan(m: int, n: int, element_bytes: int, vector: bool, sm_count: int) ->
     rpb = 4 if tpr == 32 and few_rows and not preload else 1
     nfix = n if row <= FIXED_WIDTH_BYTES and (tpr == 32 or not preload) else 0
     return RowPlan(tpr, slots, vec, rpb, preload, wide, nfix)
+
+
+def _pow2_floor(v: int) -> int:
+    return 1 << max(0, math.floor(math.log2(max(v, 1))))
+
+
+BF16_VECTORS_PER_THREAD = 4
+BF16_ELEMENTS_PER_THREAD = 8
+
+
+def bf16_row_plan(m: int, n: int, vector: bool, sm_count: int) -> RowPlan:
+    """The layout of the bf16 forward for ``m`` rows of ``n`` bf16 (``vector``: rows 16-byte
+    aligned with N a multiple of 8) on a GPU of ``sm_count`` SMs (the rule in the module's doc)."""
+    vec = VECTOR_BYTES // 2 if vector else 1
+    if vector:
+        tpr = min(1024, max(32, _pow2(math.ceil(n / vec / BF16_VECTORS_PER_THREAD))))
+        preload = tpr <= PRELOAD_MAX_THREADS or m <= sm_count
+    else:
+        tpr = min(1024, max(32, _pow2_floor(n // BF16_ELEMENTS_PER_THREAD)))
+        preload = False
+    few_rows = m < ONE_ROW_BLOCKS_WAVES * RESIDENT_BLOCKS_PER_SM * sm_count
+    rpb = 4 if tpr == 32 and few_rows else 1
+    nfix = n if n * 2 <= FIXED_WIDTH_BYTES else 0
+    return RowPlan(tpr, math.ceil(n / vec / tpr), vec, rpb, preload, False, nfix)

@@ -3,8 +3,9 @@ either precision. Launch plans are pure Python (``forward_plan``, ``backward_pla
 census and the tests can plan without a GPU; ``make_forward`` and ``make_backward`` (the
 registry factories) import CuPy and torch.
 
-The forward is laid out by the rule of ``nsys_tools.kernels.rows``, the one the fp32 dispatcher
-follows. The backward's rule:
+The forward is laid out by the rules of ``nsys_tools.kernels.rows``: in bf16 by its bf16 rule,
+with bf16 converted by single instructions; in fp32 by the rule the fp32 dispatcher follows.
+The backward's rule:
 
 - every thread holds 8 elements of a row (16 when the row is wider than 8192 elements is not
   supported: x, dy and the two accumulators of 16 elements leave too few registers for 1024
@@ -25,7 +26,7 @@ from nsys_tools.plugin import Buffers, UnsupportedShape
 
 from .cuda import NVRTC_OPTIONS, SM_COUNT_DEFAULT, Launch, compile_kernels
 from .plans import FORWARD_NAME
-from .rows import FIXED_WIDTH_BYTES, VECTOR_BYTES, row_plan
+from .rows import FIXED_WIDTH_BYTES, VECTOR_BYTES, bf16_row_plan, row_plan
 
 SOURCE = Path(__file__).with_name("ln_train.cu")
 ELEMENT = {"fp32": ("float", 4), "bf16": ("bf16", 2)}
@@ -61,8 +62,9 @@ def forward_plan(m: int, n: int, dtype: str, vector: bool, sm_count: int = SM_CO
         nfix = n if found["fixed"] and n * size <= FIXED_WIDTH_BYTES else 0
         per_sm, cvt = int(found["per_sm"] or 0), bool(found["cvt"])
     else:
-        plan = row_plan(m, n, size, vector, sm_count)
-        tpr, rpb, slots, preload, nfix, per_sm, cvt = plan.tpr, plan.rpb, plan.slots, plan.preload, plan.nfix, 0, False
+        bf16 = dtype == "bf16"
+        plan = bf16_row_plan(m, n, vector, sm_count) if bf16 else row_plan(m, n, size, vector, sm_count)
+        tpr, rpb, slots, preload, nfix, per_sm, cvt = plan.tpr, plan.rpb, plan.slots, plan.preload, plan.nfix, 0, bf16
     if slots > (8 if vector else 16) or tpr * rpb > BLOCK_THREADS:
         raise UnsupportedShape(None, f"rows of N = {n} {dtype} elements do not fit the register-held forward")
     kernel, groups = ("ln_fwd_loop", per_sm * sm_count) if per_sm else ("ln_fwd", m)

@@ -3,7 +3,7 @@
 # rule), in the order to run them. From the repository root on the GPU machine, after
 # `source .device/nsys-env.sh` (NSYS) and with Liger-Kernel 0.8.5 importable (carried as a wheel):
 #     bash reports/kernels-35.sh <step> <commit> <out-dir>
-# Steps: tests, explore-bf16, explore-mm, bf16, mm-bf16, mm-tf32, ncu-bf16. Sweeps go to
+# Steps: tests, explore-bf16, explore-mm, bf16, bf16-held, mm-bf16, mm-tf32, ncu-bf16. Sweeps go to
 # <out-dir>/sweeps/, the rest to <out-dir>/<step>.
 set -uo pipefail
 step=$1 commit=$2 out=$3
@@ -16,6 +16,11 @@ GRID=512x2048,256x4096,1024x768,1000x1537,512x8192,1024x16384,333x5000,128x12800
 4096x4096,5000x3584,4096x1024,6000x4099,2048x10240,4096x5120,8192x2048,3000x7168,4096x2560,8192x6144,\
 24576x896,32768x512,32767x768,16384x1408,20000x1200,12288x1600,12289x513,16384x2048,65536x640,\
 16384x4096,30000x1030,8192x12288,2048x16384,50000x1024
+# 22 bf16 shapes the bf16 rule (kernels/rows.py) was not fitted on: rows of 256 to 16384, one wave
+# or less (64x16384, 96x8192), widths that are not multiples of 8 (1023, 2500, 777).
+HELD=64x16384,96x8192,256x1024,512x12288,700x14336,1024x3072,1500x9000,2000x2000,2048x768,2500x2500,\
+4095x1023,4096x1536,4096x3072,6000x2304,8000x777,8192x1024,16384x768,40000x384,100000x256,3000x5120,\
+12000x2816,20480x1152
 # Matmul: 2048-4096 cubes, and the attention (QKV, output) and MLP (up, down) products of 7B, 13B
 # and 70B models at 4096 tokens (70B's QKV with 8 key-value heads of 128).
 MM=2048x2048x2048,3072x3072x3072,4096x4096x4096,4096x12288x4096,4096x11008x4096,4096x4096x11008,\
@@ -35,6 +40,8 @@ case $step in
       > "$out/explore-mm-tf32.txt" 2>&1 ;;
   bf16) sweep --plugin nsys_tools.kernels.layernorm_bf16 --op layernorm_bf16 --shapes "$GRID" \
           --impls ours,triton,inductor,liger,torch,copy --control liger --outputs reuse --out "$out/sweeps/$stamp-ln-bf16-grid-reuse" ;;
+  bf16-held) sweep --plugin nsys_tools.kernels.layernorm_bf16 --op layernorm_bf16 --shapes "$HELD" \
+          --impls ours,triton,inductor,liger,torch,copy --control liger --outputs reuse --out "$out/sweeps/$stamp-ln-bf16-held-reuse" ;;
   mm-bf16) sweep --plugin nsys_tools.kernels.matmul --op matmul_bf16 --shapes "$MM" --impls ours,torch --iters 30 \
              --out "$out/sweeps/$stamp-mm-bf16" ;;
   mm-tf32) sweep --plugin nsys_tools.kernels.matmul --op matmul_tf32 --shapes "$MM" --impls ours,torch --iters 30 \

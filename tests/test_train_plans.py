@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nsys_tools import plugin
-from nsys_tools.kernels.rows import row_plan
+from nsys_tools.kernels.rows import bf16_row_plan, row_plan
 from nsys_tools.kernels.train_cuda import BACKWARD_MAX_N, backward_plan, forward_plan
 from nsys_tools.plugin import UnsupportedShape
 
@@ -27,10 +27,29 @@ def test_rows_rule_reads_bytes_per_row_not_elements():
     assert row_plan(1, 777, 4, False, 132).tpr == 128 and row_plan(1, 16383, 2, False, 132).tpr == 1024
 
 
-def test_forward_plan_packs_eight_bf16_a_vector():
+def test_forward_plan_packs_eight_bf16_a_vector_and_converts_by_instruction():
     plan = forward_plan(4096, 4096, "bf16", True)
-    assert plan.kernel == "ln_fwd<bf16, 128, 4, 8, 1, true, 0>" and plan.grid == 4096 and plan.block == 128
-    assert forward_plan(2048, 1000, "bf16", False).kernel.startswith("ln_fwd<bf16, 128, 8, 1,")
+    assert plan.kernel == "ln_fwd<bf16, 128, 4, 8, 1, true, 4096, true>" and plan.grid == 4096 and plan.block == 128
+    assert forward_plan(2048, 1000, "bf16", False).kernel == "ln_fwd<bf16, 64, 16, 1, 1, false, 1000, true>"
+    # fp32 keeps the fp32 dispatcher's rule, without the conversions
+    assert forward_plan(4096, 4096, "fp32", True).kernel == "ln_fwd<float, 128, 8, 4, 1, true, 0>"
+
+
+@pytest.mark.parametrize("m", [1, 132, 133, 4096, 65536])
+@pytest.mark.parametrize("n", [8, 512, 640, 1024, 1030, 2048, 4096, 4099, 5000, 12800, 16383, 16384])
+def test_bf16_rule_holds_four_vectors_or_eight_to_sixteen_elements_a_thread(m, n):
+    vector = n % 8 == 0
+    plan = bf16_row_plan(m, n, vector, 132)
+    assert 32 <= plan.tpr <= 1024 and plan.tpr & (plan.tpr - 1) == 0
+    assert plan.tpr * plan.slots * plan.vec >= n
+    if vector:
+        assert plan.vec == 8 and plan.slots <= 4 and (plan.tpr == 32 or (plan.tpr // 2) * 4 * 8 < n)
+        assert plan.preload == (plan.tpr <= 256 or m <= 132)
+    else:
+        assert plan.vec == 1 and not plan.preload and plan.slots <= 16
+        assert plan.tpr == 32 or 8 <= n / plan.tpr < 16
+    assert plan.rpb == (4 if plan.tpr == 32 and m < 2 * 32 * 132 else 1)
+    assert plan.nfix == (n if n * 2 <= 8192 else 0)
 
 
 @pytest.mark.parametrize("n", [1, 5, 256, 768, 777, 1000, 2048, 4100, 8192])
