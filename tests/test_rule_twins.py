@@ -1,6 +1,6 @@
 """The rules twin to ``nsys analyze``'s: their csv equals, byte for byte, what nsys analyze
-(2024.2) wrote on the same exports (``tests/fixtures/*/analyze/``, each folder's MANIFEST says
-how), with the default options and with the options named in the file's name."""
+(2024.2, and 2025.3 in the folders named so) wrote on the same exports (``tests/fixtures/*/analyze/``,
+each folder's MANIFEST says how), with the default options and with the options named in the file's name."""
 
 from __future__ import annotations
 
@@ -56,6 +56,8 @@ def cases(tmp_path_factory) -> list[tuple[Path, Path]]:
         (FIXTURES / "bad-input" / "no-nvtx.sqlite", FIXTURES / "bad-input/analyze/no-nvtx"),
         (_maker("deep-nesting").deep(tmp / "deep", 100), FIXTURES / "deep-nesting/analyze"),
         *((_maker("other-machines").CASES[c](tmp / c), FIXTURES / "other-machines/analyze" / c) for c in CUT_AND_UNTIMED),
+        (FIXTURES / "train-loop" / "train-loop-nsys2025.3.sqlite", FIXTURES / "train-loop/analyze/nsys2025.3"),
+        (FIXTURES / "train-loop" / "train-loop-nsys2025.3.sqlite", FIXTURES / "train-loop/analyze/nsys2024.2"),
     ]
 
 
