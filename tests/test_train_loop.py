@@ -226,6 +226,13 @@ def test_diagnose_finds_the_sync_every_step_and_the_copies(findings):
     evidence = one(findings, "copies")["evidence"][0]
     assert (evidence["copies"], evidence["pageable"]) == (len(h2d), sum(c[4] == 0 for c in h2d)) == (47, 47)
     assert evidence["bytes"] == sum(c[2] for c in h2d) and evidence["time_ns"] == sum(e - s for s, e, *_ in h2d)
+    assert evidence["gb_per_s"] == pytest.approx(evidence["bytes"] / evidence["time_ns"], rel=1e-12)  # 7.1 GB/s
+    first, last = sql(f"SELECT min(start), max(end) FROM ({GPU_OPS})")[0]
+    con = sqlite3.connect(EXPORT)
+    try:
+        assert evidence["busy_ns"] == union_ns(con, PID, GPU, first, last, (0, 1, 2))  # the share of busy time
+    finally:
+        con.close()
 
 
 def test_summary_leads_with_the_top_three_findings(findings):
