@@ -4,7 +4,7 @@ Loaded as a plugin (``--plugin nsys_tools.kernels.layernorm_bf16``, as the matmu
 named ``layernorm_bf16``, beside the fp32 op (``nsys_tools.kernels.layernorm``), with the same
 shapes (``MxN``), the same reference
 (float64 from the same bf16 inputs) and the same controls, run on bf16 tensors. Ours is
-``ln_fwd`` of ``kernels/ln_train.cu``, laid out by the rule of ``nsys_tools.kernels.rows``.
+``ln_fwd`` of ``kernels/ln_train.cu``, laid out by the bf16 rule of ``nsys_tools.kernels.rows``.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class LayerNormBf16(Op):
         return FLOPS_PER_ELEMENT * shape[0] * shape[1]
 
     def impls(self) -> Sequence[Impl]:
-        ours = _ours("ours", "register-held rows laid out by the rows rule (kernels/rows.py), bf16 kept packed in registers")
+        ours = _ours("ours", "register-held rows laid out by the bf16 rule (kernels/rows.py), converted by single instructions")
         controls = [registry.IMPLS[name] for name in ("triton", "inductor", "liger", "torch")]
         copy = replace(registry.IMPLS["copy"], bytes_moved=lambda shape: 2 * shape[0] * shape[1] * BF16)
         return [ours, *controls, copy]
