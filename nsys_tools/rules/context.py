@@ -119,8 +119,9 @@ class Run:
         return lines
 
     def in_steady(self, pid: int, starts: Sequence[int], ends: Sequence[int]) -> list[int]:
-        """How much of each interval ``[starts[i], ends[i])`` falls in rank ``pid``'s steady steps;
-        all of it where the run has no steps (nothing to tell setup and warm-up apart).
+        """How much of each interval ``[starts[i], ends[i])`` falls in rank ``pid``'s steady steps
+        that are not slow: setup and warm-up are the ``setup`` rule's, slow steps ``slow_steps``',
+        which names their cause; all of it where the run has no steps (nothing to tell apart).
 
         The time of steady steps before ``t`` is ``F(t) = sum over steps with start a < t of
         min(t, b) - a``, and an interval holds ``F(hi) - F(lo)`` of it: with the starts and ends
@@ -131,7 +132,7 @@ class Run:
         steps = self.steps
         if steps.is_empty():
             return (hi - lo).to_list()
-        own = steps.filter((pl.col("pid") == pid) & (pl.col("phase") == "steady")).unique("step")
+        own = steps.filter((pl.col("pid") == pid) & (pl.col("phase") == "steady") & ~pl.col("slow")).unique("step")
         a = own["start_ns"].cast(pl.Int64).sort()
         b = (own["start_ns"] + own["duration_ns"]).cast(pl.Int64).sort()
 

@@ -48,7 +48,8 @@ def rows(run, **options):
 
 def findings(run, table, *, gap=500, **options) -> list[Finding]:
     """One finding per process and device: its idle intervals above the threshold, the part of
-    them in steady steps (setup and warm-up are the ``setup`` rule's), or all of them without steps."""
+    them in steady steps that are not slow (setup and warm-up are the ``setup`` rule's, slow steps
+    the ``slow_steps`` rule's), or all of them without steps."""
     if table.is_empty():
         return []
     out = []
@@ -59,7 +60,7 @@ def findings(run, table, *, gap=500, **options) -> list[Finding]:
         if steady == 0:
             continue
         longest = gaps.row(0, named=True)
-        where = "" if run.steps.is_empty() else f", {steady / 1e6:,.1f} ms of it in steady steps"
+        where = "" if run.steps.is_empty() else f", {steady / 1e6:,.1f} ms of it in steady steps that are not slow"
         out.append(
             Finding(
                 RULE.name,

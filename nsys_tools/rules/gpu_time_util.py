@@ -89,7 +89,8 @@ def rows(run, **options):
 
 def findings(run, table, *, threshold=50, **options) -> list[Finding]:
     """One finding per process and device: the idle part of its low-utilization stretches that
-    falls in steady steps (setup and warm-up are the ``setup`` rule's), or all of it without steps."""
+    falls in steady steps that are not slow (setup and warm-up are the ``setup`` rule's, slow steps
+    the ``slow_steps`` rule's), or all of it without steps."""
     if table.is_empty():
         return []
     out = []
@@ -103,7 +104,7 @@ def findings(run, table, *, threshold=50, **options) -> list[Finding]:
         length = int(low["Duration (ns)"].sum())
         worst = low.row(0, named=True)
         emptiest = f"{worst['In-Use (%)']:.1f}% used for {worst['Duration (ns)'] / 1e6:,.1f} ms"
-        where = "" if run.steps.is_empty() else f", {steady / 1e6:,.1f} ms of it in steady steps"
+        where = "" if run.steps.is_empty() else f", {steady / 1e6:,.1f} ms of it in steady steps that are not slow"
         out.append(
             Finding(
                 RULE.name,

@@ -1,6 +1,9 @@
 """Launch-bound stretches: steady steps in which the GPU sat idle with nothing queued (``steps``'
 ``idle_host_ns``: the next operation's launch call had not returned when the device went idle)
-for more than ``share`` percent (25 unless given) of the step, and how many of the rank's kernels
+for more than ``share`` percent (25 unless given) of the step, in many short waits: a step whose
+longest single wait (``idle_host_longest_ns``) holds half its host idle time or more is a host
+stall (a data loader, a checkpoint), which ``slow_steps`` and ``gpu_gaps`` report, not launch
+overhead. Then how many of the rank's kernels
 ran shorter than the call that launched them. That comparison holds only for a kernel launched by a
 call of its own: the kernels of a CUDA graph (or any launch that started several) share one call,
 say ``cudaGraphLaunch``, so they are counted apart (``in_shared_launches``) and never as short."""
@@ -23,7 +26,8 @@ ADVICE = (
 
 def rows(run, *, share: float = 25.0, **options) -> pl.DataFrame:
     steps = run.steps.filter(pl.col("phase") == "steady")
-    bound = steps.filter(pl.col("idle_host_ns") * 100.0 > share * pl.col("duration_ns"))
+    waits = pl.col("idle_host_ns")
+    bound = steps.filter((waits * 100.0 > share * pl.col("duration_ns")) & (pl.col("idle_host_longest_ns") * 2 < waits))
     table = bound.group_by("pid", "gpu_id").agg(
         steps=pl.col("step").sort(),
         waited_ns=pl.col("idle_host_ns").sum(),

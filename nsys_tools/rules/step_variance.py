@@ -1,5 +1,7 @@
 """Step-time spread: a rank whose steady steps vary by more than ``cv`` percent (coefficient of
-variation, 10 unless given). The time at stake is what the steps above the median took beyond it."""
+variation, 10 unless given). The time at stake is what the steps above the median took beyond it,
+less the slow steps' (``slow_steps`` names their cause): a loop whose spread is its slow steps
+alone has little left at stake here."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ def rows(run, **options) -> pl.DataFrame:
             p10_ns=d.quantile(0.1, "nearest"),
             p90_ns=d.quantile(0.9, "nearest"),
             cv_pct=d.std() * 100.0 / d.mean(),
-            above_ns=(d - d.median()).clip(lower_bound=0).sum().cast(pl.Int64),
+            above_ns=((d - d.median()).clip(lower_bound=0) * (~pl.col("slow")).cast(pl.Int64)).sum().cast(pl.Int64),
             **spanned(),
         )
         .sort("pid")

@@ -9,8 +9,8 @@ step lasting until it opens again; failing that, a repeating kernel sequence (th
 on the rank's busiest device, each period starting at a kernel that runs once in it). Of ranges
 nested in one another, the outermost is the step (``step 3`` holds ``Optimizer.step``). Each
 rank's steps are numbered from 1 in order of start: a rank's n-th step is its own. ``source``
-names what was used. Step 0 (``phase`` ``setup``) is the time from the rank's first CUDA call,
-GPU operation or range to its first step. In a window (``--from/--to``, ``--within``, ``--skip-first``), the
+names what was used. Step 0 (``phase`` ``setup``) is the time from the rank's first launch call,
+GPU operation, blocking call or NVTX range to its first step. In a window (``--from/--to``, ``--within``, ``--skip-first``), the
 steps that overlap it (each rank's own window where it has one), numbered as in the whole run,
 without the setup row; idle before the window's first operation counts as ``idle_other_ns``.
 
@@ -21,7 +21,9 @@ the operations the rank ran there: ``busy_ns`` (the union of its kernels, copies
 each idle interval as ``idle`` finds it (``idle_host_ns``, ``idle_sync_ns``, ``idle_memory_ns``;
 ``idle_other_ns`` the rest, with the time before the device's first operation and after its
 last); ``host_blocked_ns``, the time the rank's threads spent in blocking calls
-(synchronizations, synchronous copies and sets), summed over threads. ``skew_ns``: how much later
+(synchronizations, synchronous copies and sets), summed over threads. ``idle_host_longest_ns``:
+the longest single interval of ``idle_host_ns`` (one long stall, or many short waits for the
+next launch). ``skew_ns``: how much later
 the step started than the earliest rank's step of that number, on the wall clock (exports of
 separate ranks each count time from their own session's start).
 
@@ -100,6 +102,7 @@ COLUMNS = (
     "start_ns",
     "duration_ns",
     *FIGURES,
+    "idle_host_longest_ns",
     "skew_ns",
     "slow",
     "tflops",
@@ -259,6 +262,9 @@ def figures(ops: pl.DataFrame, calls: pl.DataFrame, windows: pl.DataFrame) -> pl
         .agg(host_blocked_ns=pl.col("ns").sum())
     )
     rows = rows.join(blocked.collect(), on="w", how="left").with_columns(pl.col("host_blocked_ns").fill_null(0))
+    host = clip(gaps.filter(pl.col("what") == "idle_host_ns"), windows, ["gpu_id"])
+    longest = host.group_by("w", "gpu_id").agg(idle_host_longest_ns=pl.col("ns").max()).collect()
+    rows = rows.join(longest, on=["w", "gpu_id"], how="left").with_columns(pl.col("idle_host_longest_ns").fill_null(0))
     duration = pl.col("b") - pl.col("a")
     known = pl.sum_horizontal(*(f"idle_{c}_ns" for c in CAUSES))
     return rows.select(
@@ -279,6 +285,7 @@ def figures(ops: pl.DataFrame, calls: pl.DataFrame, windows: pl.DataFrame) -> pl
         idle_memory_ns="idle_memory_ns",
         idle_other_ns=duration - pl.col("l2") - known,
         host_blocked_ns="host_blocked_ns",
+        idle_host_longest_ns="idle_host_longest_ns",
         source="source",
     )
 
