@@ -114,8 +114,10 @@ def _short_float(m: re.Match) -> str:
 
 
 def normalize(text: str, tmp: str) -> str:
-    # Links to the charts are relative to the working folder: ../../tmp/... depends on where the checkout lies.
+    # Links to the charts are relative to the working folder: ../../tmp/... depends on where the checkout lies
+    # (../nsys-tools-golden-... for a checkout in the temporary folder itself).
     text = re.sub(r"(?:\.\./)+" + re.escape(tmp.lstrip("/")), "<tmp>", text)
+    text = text.replace(os.path.relpath(tmp), "<tmp>")
     text = text.replace(tmp, "<tmp>").replace(str(ROOT), "<repo>")
     text = _LONG_FLOAT.sub(_short_float, text)
     return "".join(line for line in text.splitlines(keepends=True) if not _MODULE_LINE.search(line))
