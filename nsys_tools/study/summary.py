@@ -69,7 +69,7 @@ def tables(paths: Sequence[str | Path], *, window=None, engine=None, run=None, r
     requests = [(name, {**given, **options}) for name, given in asked.items()]
     # The whole run's summary gives the steps, and its rules read them: read with the rest.
     read = run.views(requests + ([] if ranked else [("steps", run.step_options)]))
-    return {"overlap": views.empty("overlap", views.by_columns(["device"]))} | dict(zip(asked, read, strict=False))
+    return {"overlap": views.empty("overlap", views.by_columns(["device"]))} | dict(zip(asked, read[: len(asked)], strict=True))
 
 
 def device(row: dict) -> str:

@@ -249,7 +249,8 @@ def figures(ops: pl.DataFrame, calls: pl.DataFrame, windows: pl.DataFrame) -> pl
     gaps = classify(gaps_of(lazy, LINE), _sorted_calls(calls))
     gaps = gaps.select("pid", "gpu_id", lo="gap_start_ns", hi="gap_end_ns", what=pl.lit("idle_") + pl.col("cause") + "_ns")
     parts.append(clip(gaps, windows, ["gpu_id", "what"]))
-    sums = pl.concat(parts, how="diagonal_relaxed").group_by("w", "gpu_id", "what").agg(pl.col("ns").sum()).collect()
+    grouped = pl.concat(parts, how="diagonal_relaxed").group_by("w", "gpu_id", "what")
+    sums = grouped.agg(pl.col("ns").sum(), longest=pl.col("ns").max()).collect()
     wide = sums.pivot(on="what", index=["w", "gpu_id"], values="ns")
     for column in ("l0", "l1", "l2", *(f"idle_{c}_ns" for c in CAUSES)):
         if column not in wide.columns:
@@ -262,8 +263,7 @@ def figures(ops: pl.DataFrame, calls: pl.DataFrame, windows: pl.DataFrame) -> pl
         .agg(host_blocked_ns=pl.col("ns").sum())
     )
     rows = rows.join(blocked.collect(), on="w", how="left").with_columns(pl.col("host_blocked_ns").fill_null(0))
-    host = clip(gaps.filter(pl.col("what") == "idle_host_ns"), windows, ["gpu_id"])
-    longest = host.group_by("w", "gpu_id").agg(idle_host_longest_ns=pl.col("ns").max()).collect()
+    longest = sums.filter(pl.col("what") == "idle_host_ns").select("w", "gpu_id", idle_host_longest_ns="longest")
     rows = rows.join(longest, on=["w", "gpu_id"], how="left").with_columns(pl.col("idle_host_longest_ns").fill_null(0))
     duration = pl.col("b") - pl.col("a")
     known = pl.sum_horizontal(*(f"idle_{c}_ns" for c in CAUSES))
