@@ -36,33 +36,28 @@ def steps(path=MULTI) -> dict[int, list[tuple[int, int]]]:
     return found
 
 
+def per_window(query: str, windows: dict[int, tuple[int, int]], path=MULTI) -> int:
+    """``query``'s count (parameters: an OS pid, then its window's start and end) summed over the
+    windows, by sqlite3."""
+    return sum(sql(query, pid, lo, hi, path=path)[0][0] for pid, (lo, hi) in windows.items())
+
+
 def launched(table: str, windows: dict[int, tuple[int, int]], path=MULTI) -> int:
     """How many rows of ``table`` (GPU operations) each pid launched inside its window, by sqlite3."""
-    return sum(
-        sql(
-            f"SELECT count(*) FROM {table} o JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = o.correlationId "
-            "AND r.globalTid >> 24 = o.globalPid >> 24 "
-            "WHERE (o.globalPid >> 24) % (1 << 24) = ? AND r.start >= ? AND r.start < ?",
-            pid,
-            lo,
-            hi,
-            path=path,
-        )[0][0]
-        for pid, (lo, hi) in windows.items()
+    return per_window(
+        f"SELECT count(*) FROM {table} o JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = o.correlationId "
+        "AND r.globalTid >> 24 = o.globalPid >> 24 "
+        "WHERE (o.globalPid >> 24) % (1 << 24) = ? AND r.start >= ? AND r.start < ?",
+        windows,
+        path,
     )
 
 
 def called(windows: dict[int, tuple[int, int]], path=MULTI) -> int:
-    return sum(
-        sql(
-            "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME "
-            "WHERE (globalTid >> 24) % (1 << 24) = ? AND start >= ? AND start < ?",
-            pid,
-            lo,
-            hi,
-            path=path,
-        )[0][0]
-        for pid, (lo, hi) in windows.items()
+    return per_window(
+        "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE (globalTid >> 24) % (1 << 24) = ? AND start >= ? AND start < ?",
+        windows,
+        path,
     )
 
 
@@ -221,17 +216,12 @@ def _edited(tmp_path, name: str, statements: list[str]):
 
 def _unlaunched(windows: dict[int, tuple[int, int]], path) -> int:
     """Kernels of each pid with no launch row, that start inside its window, by sqlite3."""
-    return sum(
-        sql(
-            f"SELECT count(*) FROM {K} o WHERE (o.globalPid >> 24) % (1 << 24) = ? AND o.start >= ? AND o.start < ? "
-            "AND NOT EXISTS (SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.correlationId = o.correlationId "
-            "AND r.globalTid >> 24 = o.globalPid >> 24)",
-            pid,
-            lo,
-            hi,
-            path=path,
-        )[0][0]
-        for pid, (lo, hi) in windows.items()
+    return per_window(
+        f"SELECT count(*) FROM {K} o WHERE (o.globalPid >> 24) % (1 << 24) = ? AND o.start >= ? AND o.start < ? "
+        "AND NOT EXISTS (SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.correlationId = o.correlationId "
+        "AND r.globalTid >> 24 = o.globalPid >> 24)",
+        windows,
+        path,
     )
 
 
