@@ -14,6 +14,7 @@ Standard library only: the wheel's build hook reads the bundled demo through it.
 from __future__ import annotations
 
 import atexit
+import lzma
 import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -59,7 +60,9 @@ def unpack(archive: str | Path, into: str | Path) -> Path:
     top = name_of(archive)
     total = count = 0
     try:
-        with tarfile.open(archive, mode="r|xz") as tar:
+        # The xz stream is read through lzma, which fails at a cut: tarfile's own stream reader
+        # takes a cut that falls between two members for the archive's end, and loses the rest.
+        with lzma.open(archive) as xz, tarfile.open(fileobj=xz, mode="r|") as tar:
             for member in tar:
                 count += 1
                 total += member.size
@@ -67,7 +70,9 @@ def unpack(archive: str | Path, into: str | Path) -> Path:
                     raise BadExport(archive, f"unpacks to more than {MEMBERS} members or {TOTAL_BYTES} bytes", HINT)
                 _checked(member, top, archive)
                 tar.extract(member, into, filter="data")
-    except (tarfile.TarError, EOFError, OSError) as exc:  # not xz, not tar, cut short, or the filter refused it
+            while xz.read(1 << 16):  # the padding after the last member, up to the stream's end marker
+                pass
+    except (tarfile.TarError, lzma.LZMAError, EOFError, OSError) as exc:  # not xz, not tar, cut short, or refused
         raise BadExport(archive, f"is not a readable sweep archive ({exc})", HINT) from exc
     folder = into / top
     if not folder.is_dir():

@@ -112,6 +112,30 @@ def test_not_an_archive_is_one_error_line(tmp_path):
     assert res.exit_code == 1 and "is not a readable sweep archive" in res.stderr
 
 
+def test_an_archive_cut_between_two_members_is_refused_not_read_short(tmp_path):
+    """A cut where the xz stream's decompressed prefix ends exactly at a member's header: tarfile's
+    own stream reader took that for the archive's end and gave a sweep without its later files
+    (its manifest among them). Every such cut of a packed sweep is refused."""
+    import lzma
+
+    archive = pack(QUIET, tmp_path / f"{QUIET.name}.tar.xz")
+    data = archive.read_bytes()
+    with tarfile.open(fileobj=io.BytesIO(lzma.decompress(data))) as tar:
+        headers = {m.offset for m in tar.getmembers()} - {0}
+    decompressor, produced, cuts = lzma.LZMADecompressor(), 0, []
+    for end in range(1, len(data)):
+        produced += len(decompressor.decompress(data[end - 1 : end]))
+        if produced in headers:
+            cuts.append(end)
+    assert cuts  # the packed sweep has such cuts: the test reaches the case
+    cut = tmp_path / "cut" / archive.name
+    cut.parent.mkdir()
+    for end in cuts:
+        cut.write_bytes(data[:end])
+        with pytest.raises(BadExport, match="is not a readable sweep archive"):
+            archives.unpack(cut, tmp_path / "cut")
+
+
 def test_unpacked_files_carry_no_special_permissions(tmp_path):
     folder = tmp_path / "s"
     folder.mkdir()
