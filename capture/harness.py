@@ -27,6 +27,10 @@ implementation the same outputs per shape.
 
 Writes ``<out>/<shape>.harness.json``: parameters, checks, each round's order, spans, clock
 samples, timings.
+
+``--prepare`` runs the setup alone, on one buffer set, and prints what it did as one JSON line:
+a sweep runs it for its shapes in parallel before the first capture, so that the kernels' compile
+caches (Triton's, Inductor's, NVRTC's) are filled and each capture's setup only loads them.
 """
 
 from __future__ import annotations
@@ -156,6 +160,27 @@ def plan(args: argparse.Namespace) -> tuple[Op, str, list[Impl]]:
     return op, op.canonical(args.shape), registry.impls(op, args.impls)
 
 
+def prepare_only(args: argparse.Namespace) -> dict:
+    """Setup alone on one buffer set (no warm-up, no trace): builds and checks every
+    implementation, so that a capture of the same shape finds its kernels compiled."""
+    import torch
+
+    t0 = time.perf_counter()
+    op, shape_text, impls = plan(args)
+    shape = op.parse_shape(shape_text)
+    torch.manual_seed(args.seed)
+    props = torch.cuda.get_device_properties(torch.device("cuda"))
+    sets = make_sets(op, shape, "cuda", props.L2_cache_size, "warm", args.outputs)  # warm: one set
+    launchers, checks, errors, unsupported = prepare(op, impls, sets, torch.cuda.synchronize)
+    return {
+        "shape": shape_text,
+        "prepared": list(launchers),
+        "errors": errors,
+        "unsupported": unsupported,
+        "setup_s": round(time.perf_counter() - t0, 3),
+    }
+
+
 def run(args: argparse.Namespace) -> dict:
     import torch
 
@@ -281,13 +306,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--outputs", choices=OUTPUT_POLICIES, default=DEFAULT_OUTPUTS)
     p.add_argument("--seed", type=int, default=0, help="seeds the inputs and every round's order of implementations")
     p.add_argument("--sample-interval", type=float, default=0.005, help="seconds between clock samples")
-    p.add_argument("--out", required=True, type=Path, help="folder for <shape>.harness.json")
-    return p.parse_args(argv)
+    p.add_argument("--out", type=Path, help="folder for <shape>.harness.json (required unless --prepare)")
+    p.add_argument("--prepare", action="store_true", help="only build and check the implementations; print JSON")
+    args = p.parse_args(argv)
+    if not args.prepare and args.out is None:
+        p.error("--out is required")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     try:
+        if args.prepare:
+            print(json.dumps(prepare_only(args)))
+            return
         result = run(args)
     except NsysToolsError as err:  # one line, which the sweep records as the shape's error
         print(f"Error: {err}", file=sys.stderr)

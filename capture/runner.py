@@ -138,6 +138,9 @@ class CaptureRunner:
         """Run nsys for ``unit``, writing ``<rep>.nsys-rep`` and ``<work>/<unit>.harness.json``."""
         raise NotImplementedError
 
+    def prepare(self, units: list[str]) -> None:
+        """Work to do for the units still to profile before the first one is (none by default)."""
+
     # -- shared ------------------------------------------------------------------------------
     def check_export(self, unit: str, sqlite: Path, entry: UnitEntry) -> None:
         """Look at ``unit``'s scrubbed export before it is moved into place; raise to fail it."""
@@ -237,6 +240,7 @@ class CaptureRunner:
         with gpu_lock(self.wait, lambda p: self.progress("", "waiting", {"lock": str(p)})):
             self.manifest.gpu_before = GpuSnapshot(smi_snapshot())
             self.save()
+            self.prepare([u for u in self.units() if not (self.resume and self._done(u))])
             pending: list[Future] = []
             with ThreadPoolExecutor(max_workers=1) as pool:
                 for unit in self.units():

@@ -5,15 +5,21 @@ A sweep folder holds, per shape, ``<shape>.sqlite`` (scrubbed export), ``<shape>
 whole sweep (commit, command, nsys, GPU, nvidia-smi before and after, per-shape status and
 timings). Every file is written under a temporary name and renamed when complete, so a killed
 sweep never leaves a file that looks finished. While shape k+1 is profiled, shape k is exported
-and scrubbed on a worker thread (``nsys_tools.capture.runner``).
+and scrubbed on a worker thread (``nsys_tools.capture.runner``). With ``prepare_jobs`` > 0, the
+harness first builds and checks every shape's implementations in that many parallel processes,
+untraced (``harness --prepare``), so that each capture's setup finds its kernels compiled; the
+captures themselves still run one at a time.
 
 Standard library only (plus the op plugins): this runs on the GPU machine.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -75,7 +81,17 @@ class SweepRunner(CaptureRunner):
 
     kind = "sweep"
 
-    def __init__(self, spec: SweepSpec, out: Path, *, python: str = sys.executable, registry: Registry | None = None, **kw):
+    def __init__(
+        self,
+        spec: SweepSpec,
+        out: Path,
+        *,
+        python: str = sys.executable,
+        registry: Registry | None = None,
+        prepare_jobs: int = 0,
+        **kw,
+    ):
+        self.prepare_jobs = prepare_jobs
         self.registry = registry or Registry(spec.plugins)
         self.op, impls = spec.resolve(self.registry)
         self.impls = dict(zip([i.name for i in impls], spec.impls, strict=True))  # name -> the entry as given
@@ -113,12 +129,36 @@ class SweepRunner(CaptureRunner):
             entry.error = "no implementation supports this shape"
         return bool(runnable)
 
+    def _harness(self, unit: str, entries: list[str]) -> list[str]:
+        cmd = [self.python, "-m", "nsys_tools.capture.harness", "--op", self.spec_.op, "--shape", unit]
+        cmd += ["--impls", ",".join(entries)]
+        for source in self.registry.sources:
+            cmd += ["--plugin", source]
+        return cmd
+
+    def prepare(self, units: list[str]) -> None:
+        """Build every unit's implementations in ``prepare_jobs`` parallel processes. A shape that
+        fails here is left to its capture, which records why."""
+        if self.prepare_jobs < 1 or not units:
+            return
+        env = child_env([str(PROJECT_ROOT), os.getcwd()])
+
+        def one(unit: str) -> None:
+            self.progress(unit, "prepare", {})
+            cmd = [*self._harness(unit, list(self.impls.values())), "--prepare", "--outputs", self.spec_.outputs]
+            try:
+                done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+                details = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {}
+            except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+                details = {}
+            self.progress(unit, "prepared", details)
+
+        with ThreadPoolExecutor(max_workers=self.prepare_jobs) as pool:
+            list(pool.map(one, units))
+
     def profile(self, unit: str, rep: Path, work: Path, log: Path) -> None:
         s = self.spec_
-        entries = [self.impls[name] for name in self.manifest.units[unit].impls or []]
-        harness = [self.python, "-m", "nsys_tools.capture.harness", "--op", s.op, "--shape", unit, "--impls", ",".join(entries)]
-        for source in self.registry.sources:
-            harness += ["--plugin", source]
+        harness = self._harness(unit, [self.impls[name] for name in self.manifest.units[unit].impls or []])
         harness += ["--rounds", str(s.rounds), "--iters", str(s.iters), "--warmup", str(s.warmup), "--settle", str(s.settle)]
         harness += ["--l2", s.l2, "--outputs", s.outputs, "--seed", str(unit_seed(s.seed, unit)), "--out", str(work)]
         env = child_env([str(PROJECT_ROOT), os.getcwd()])

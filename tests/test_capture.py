@@ -128,9 +128,17 @@ def test_sweep_records_failures_and_resumes(fake_nsys, tmp_path, monkeypatch):
     stages = []
     spec = SweepSpec(outputs="rotate")
     manifest = (
-        SweepRunner(spec, out, nsys=fake_nsys, progress=lambda s, st, d: stages.append((s, st)), commit="abc").run().to_json()
+        SweepRunner(
+            spec, out, nsys=fake_nsys, progress=lambda s, st, d: stages.append((s, st)), commit="abc", prepare_jobs=2
+        )
+        .run()
+        .to_json()
     )
     status = {s: e["status"] for s, e in manifest["shapes"].items()}
+    # Every shape is prepared (here without torch, in vain) before the first capture; a failed
+    # preparation is left to the capture.
+    first_profile = stages.index(next(x for x in stages if x[1] == "profile"))
+    assert sorted(s for s, st in stages[:first_profile] if st == "prepared") == sorted(status)
     assert status == {"4096x768": "ok", "8192x768": "ok", "1024x2048": "failed", "4096x4096": "ok"}
     assert "out of memory" in manifest["shapes"]["1024x2048"]["error"]
     assert manifest["git"]["commit"] == "abc" and manifest["nsys"]["version"].endswith("2025.3.1.0")
@@ -153,6 +161,7 @@ def test_sweep_records_failures_and_resumes(fake_nsys, tmp_path, monkeypatch):
             resume=True,
             progress=lambda s, st, d: stages.append((s, st)),
             commit="def",
+            prepare_jobs=2,
         )
         .run()
         .to_json()
@@ -166,6 +175,7 @@ def test_sweep_records_failures_and_resumes(fake_nsys, tmp_path, monkeypatch):
     header = issue.compose(sweep_reader.load(out), None, None).markdown
     assert "commits `abc` (4096x768, 8192x768, 4096x4096), `def` (1024x2048)" in header
     assert ("4096x768", "skipped") in stages and ("1024x2048", "ok") in stages
+    assert [s for s, st in stages if st == "prepare"] == ["1024x2048"]  # only what is left to capture
     assert (out / "4096x768.sqlite").stat().st_mtime_ns == before
     summary = sweep_reader.summary(sweep_reader.load(out))
     assert summary.height == 16 and set(summary["shape"]) == set(status)

@@ -23,7 +23,7 @@ def _command_line() -> list[str]:
 
 
 def _sweep_progress(progress, tasks):
-    stages = {"profile": 1, "export": 2, "ok": 3, "failed": 3, "skipped": 3}
+    stages = {"prepare": 0, "prepared": 0, "profile": 1, "export": 2, "ok": 3, "failed": 3, "skipped": 3}
 
     def update(shape: str, stage: str, details: dict) -> None:
         if stage == "waiting":
@@ -75,6 +75,13 @@ def capture_sweep(
     commit: Annotated[Optional[str], typer.Option(help="Commit to record when the tree is not a git checkout.")] = None,
     ledger: LedgerOption = None,
     seed: Annotated[int, typer.Option(help="Seeds the inputs and each round's order (recorded in manifest.json).")] = 0,
+    prepare_jobs: Annotated[
+        int,
+        typer.Option(
+            help="Build and check every shape's implementations in this many parallel processes before the "
+            "captures, so each capture's setup finds its kernels compiled (0: compile inside each capture)."
+        ),
+    ] = 0,
 ) -> None:
     """Profile implementations across shapes in one session, one Nsight Systems capture per shape.
 
@@ -98,7 +105,15 @@ def capture_sweep(
         seed=seed,
     )
     runner = SweepRunner(
-        spec, _out(out), nsys=nsys, resume=resume, wait=not no_wait, keep_rep=keep_rep, argv=_command_line(), commit=commit
+        spec,
+        _out(out),
+        nsys=nsys,
+        resume=resume,
+        wait=not no_wait,
+        keep_rep=keep_rep,
+        argv=_command_line(),
+        commit=commit,
+        prepare_jobs=max(0, prepare_jobs),
     )
     manifest = _run_with_progress(runner, spec.shapes)
     failed = [s for s, e in manifest.units.items() if e.status != "ok"]
