@@ -128,9 +128,7 @@ def test_sweep_records_failures_and_resumes(fake_nsys, tmp_path, monkeypatch):
     stages = []
     spec = SweepSpec(outputs="rotate")
     manifest = (
-        SweepRunner(
-            spec, out, nsys=fake_nsys, progress=lambda s, st, d: stages.append((s, st)), commit="abc", prepare_jobs=2
-        )
+        SweepRunner(spec, out, nsys=fake_nsys, progress=lambda s, st, d: stages.append((s, st)), commit="abc", prepare_jobs=2)
         .run()
         .to_json()
     )
