@@ -52,6 +52,25 @@ def _checked(member: tarfile.TarInfo, top: str, archive: Path) -> None:
         raise BadExport(archive, f"member {member.name!r} is {member.size} bytes, over {MEMBER_BYTES}", HINT)
 
 
+class _Member(tarfile.TarInfo):
+    """A member header, read as tarfile reads it; at the end, the end-of-archive marker checked.
+    tarfile ends the members at a header that is missing, cut or not a header as it does at the
+    marker, a zero block: only the marker, two zero blocks, ends them here."""
+
+    @classmethod
+    def fromtarfile(cls, tar: tarfile.TarFile) -> tarfile.TarInfo:
+        try:
+            return super().fromtarfile(tar)
+        except tarfile.EOFHeaderError:  # a zero block: the marker's first, if the second follows
+            if tar.fileobj.read(tarfile.BLOCKSIZE) != bytes(tarfile.BLOCKSIZE):
+                raise tarfile.ReadError("no end-of-archive marker: a lone zero block") from None
+            raise
+        except (tarfile.EmptyHeaderError, tarfile.TruncatedHeaderError, tarfile.InvalidHeaderError) as exc:
+            if tar.offset == 0:
+                raise  # tarfile's own error: not a tar at all
+            raise tarfile.ReadError(f"no end-of-archive marker ({exc} at byte {tar.offset}): cut short") from None
+
+
 def unpack(archive: str | Path, into: str | Path) -> Path:
     """Unpack ``archive`` into the folder ``into`` (which must exist), member by member, and give
     the sweep folder it held (``into/<id>``). Any member that fails a check stops it with a
@@ -62,7 +81,7 @@ def unpack(archive: str | Path, into: str | Path) -> Path:
     try:
         # The xz stream is read through lzma, which fails at a cut: tarfile's own stream reader
         # takes a cut that falls between two members for the archive's end, and loses the rest.
-        with lzma.open(archive) as xz, tarfile.open(fileobj=xz, mode="r|") as tar:
+        with lzma.open(archive) as xz, tarfile.open(fileobj=xz, mode="r|", tarinfo=_Member) as tar:
             for member in tar:
                 count += 1
                 total += member.size

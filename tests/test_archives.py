@@ -136,6 +136,30 @@ def test_an_archive_cut_between_two_members_is_refused_not_read_short(tmp_path):
             archives.unpack(cut, tmp_path / "cut")
 
 
+def test_a_tar_without_its_end_marker_is_refused_not_read_short(tmp_path):
+    """A whole xz stream around a tar that stops at a member's header, or after its last member,
+    without the two zero blocks that end an archive: tarfile takes the missing header for the end
+    and gave the members before it. Either is refused, in one ``Error:`` line."""
+    import lzma
+
+    archive = pack(QUIET, tmp_path / f"{QUIET.name}.tar.xz")
+    whole = lzma.decompress(archive.read_bytes())
+    with tarfile.open(fileobj=io.BytesIO(whole)) as tar:
+        members = tar.getmembers()
+    last = members[-1]
+    ends = [members[len(members) // 2].offset, last.offset_data + -(-last.size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE]
+    assert whole[ends[1] :].strip(b"\0") == b""  # the rest is the end marker and the padding
+    cut = tmp_path / "cut" / archive.name
+    cut.parent.mkdir()
+    for end in ends:
+        cut.write_bytes(lzma.compress(whole[:end], format=lzma.FORMAT_XZ))
+        with pytest.raises(BadExport, match="is not a readable sweep archive .*end-of-archive marker"):
+            archives.unpack(cut, tmp_path / "cut")
+    res = runner.invoke(app, ["report", str(cut)])
+    assert res.exit_code == 1 and res.stderr.startswith(f"Error: {cut}: is not a readable sweep archive")
+    assert len(res.stderr.strip().splitlines()) == 1 and archives.HINT in res.stderr and "Traceback" not in res.output
+
+
 def test_unpacked_files_carry_no_special_permissions(tmp_path):
     folder = tmp_path / "s"
     folder.mkdir()
