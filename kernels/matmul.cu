@@ -13,9 +13,11 @@
 //   mm_wgmma_bf16 / mm_wgmma_tf32   sm_90a: tiles brought by the tensor memory accelerator (TMA,
 //              128-byte swizzle) into a ring of STAGES shared-memory stages, one producer warp
 //              group and two consumer warp groups issuing wgmma (warp specialization),
-//              full/empty mbarriers per stage; bf16 optionally keeps one wgmma batch in flight
-//              (KEEP) and can store C through shared memory and TMA (EPI); a block loops over
-//              tiles, so a grid of one block per SM is persistent.
+//              full/empty mbarriers per stage; tiles 128, 192 or 256 wide (the 192-wide ones
+//              give tile counts that fill the last wave where 256 leaves it part empty); both
+//              optionally keep one wgmma group in flight (KEEP), bf16 can store C through shared
+//              memory and TMA (EPI); a block loops over tiles, so a grid of one block per SM is
+//              persistent.
 //              No setmaxnreg: ptxas allocates every warp group the launch's 168 registers
 //              (65536 / 384) whatever setmaxnreg would ask at run time.
 //              TF32 wgmma reads only K-major operands from shared memory, and B is N-major here,
@@ -397,6 +399,15 @@ __device__ __forceinline__ void wgmma_bf16_n256(float (&d)[128], unsigned long l
       : "l"(da), "l"(db));
 }
 
+__device__ __forceinline__ void wgmma_bf16_n192(float (&d)[96], unsigned long long da, unsigned long long db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, p, 1, 1, 0, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "l"(da), "l"(db));
+}
+
 __device__ __forceinline__ void wgmma_tf32_n128(float (&d)[64], const unsigned (&a)[4], unsigned long long db) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
@@ -413,6 +424,35 @@ __device__ __forceinline__ void wgmma_tf32_n256(float (&d)[128], const unsigned 
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, p, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
+__device__ __forceinline__ void wgmma_tf32_n192(float (&d)[96], const unsigned (&a)[4], unsigned long long db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, {%96, %97, %98, %99}, %100, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
+// wgmma m64nNk16 (bf16) or m64nNk8 (tf32) for N of 128, 192 or 256.
+template <int N>
+__device__ __forceinline__ void wgmma_bf16(float (&d)[N / 2], unsigned long long da, unsigned long long db) {
+  if constexpr (N == 256)
+    wgmma_bf16_n256(d, da, db);
+  else if constexpr (N == 192)
+    wgmma_bf16_n192(d, da, db);
+  else
+    wgmma_bf16_n128(d, da, db);
+}
+template <int N>
+__device__ __forceinline__ void wgmma_tf32(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long db) {
+  if constexpr (N == 256)
+    wgmma_tf32_n256(d, a, db);
+  else if constexpr (N == 192)
+    wgmma_tf32_n192(d, a, db);
+  else
+    wgmma_tf32_n128(d, a, db);
 }
 
 // The tiles of C a block computes: blockIdx.x, then every gridDim.x-th. With one block per tile
@@ -507,10 +547,7 @@ __global__ void __launch_bounds__(384, 1) mm_wgmma_bf16(const __grid_constant__ 
           // B: N-major, 64-column boxes B_BOX apart (leading), 8-row (k) groups 1024 bytes apart.
           const unsigned long long da = smem_desc(a + ks * 32, 16, 1024);
           const unsigned long long db = smem_desc(b + ks * 16 * 128, B_BOX, 1024);
-          if constexpr (BN == 256)
-            wgmma_bf16_n256(d, da, db);
-          else
-            wgmma_bf16_n128(d, da, db);
+          wgmma_bf16<BN>(d, da, db);
         }
         wgmma_commit();
         if constexpr (KEEP == 1) {
@@ -571,7 +608,11 @@ __global__ void __launch_bounds__(384, 1) mm_wgmma_bf16(const __grid_constant__ 
 // groups 1 and 2 each compute 64 columns of C as 64 rows of C^T with wgmma m64nBMTk8, A operand
 // (B^T) from registers, B operand (A^T) from shared memory. Per stage: A as one BMT x 32 box
 // (K-major, rows of 128 bytes), B as 4 boxes of 32 rows (k) x 32 columns (n).
-template <int BMT, int STAGES>
+// KEEP = 0: two k steps per commit group, waited for before the next two are loaded; KEEP = 1:
+// one k step per commit group, its successor's fragments loaded and issued while it runs (one
+// group in flight behind the running one), a stage freed once the first step of the next stage
+// has been issued. Both hold fragments of two k steps (8 registers).
+template <int BMT, int STAGES, int KEEP>
 __global__ void __launch_bounds__(384, 1) mm_wgmma_tf32(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
                                                         float* __restrict__ C, int M, int N, int K, int group) {
   constexpr int BN = 128, BK = 32;
@@ -606,35 +647,57 @@ __global__ void __launch_bounds__(384, 1) mm_wgmma_tf32(const __grid_constant__ 
       float d[BMT / 2];
 #pragma unroll
       for (int i = 0; i < BMT / 2; ++i) d[i] = 0.f;
+      unsigned frag[2][4];
+      int prev = 0;
       for (int kt = 0; kt < KT; ++kt, ++it) {
         const int s = it % STAGES;
         mbar_wait(smem_u32(&full[s]), (it / STAGES) & 1);
         const unsigned a = base + s * STAGE;
-        // Two k steps per commit group: the registers of a fragment stay untouched until its
-        // wgmma completes, and four steps' fragments besides 128 accumulators exceed the 168
-        // registers a thread has at launch (ptxas then serializes the wgmmas).
+        if constexpr (KEEP == 1) {
+          // k step ks reads frag[ks % 2]: the step before last read them, and the wait after
+          // the last step's issue saw it complete (BK / 8 = 4 steps a stage keeps the parity).
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          unsigned frag[2][4];
+          for (int ks = 0; ks < BK / 8; ++ks) {
 #pragma unroll
-          for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) frag[i][r] = lds32(a + frag_off[r] + (2 * half + i) * 1024);
-          wgmma_fence();
-          fence_regs(d);
-#pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            const unsigned long long da = smem_desc(a + (2 * half + i) * 32, 16, 1024);  // A^T: K-major, all BMT rows
-            if constexpr (BMT == 256)
-              wgmma_tf32_n256(d, frag[i], da);
-            else
-              wgmma_tf32_n128(d, frag[i], da);
+            for (int r = 0; r < 4; ++r) frag[ks % 2][r] = lds32(a + frag_off[r] + ks * 1024);
+            wgmma_fence();
+            fence_regs(d);
+            const unsigned long long da = smem_desc(a + ks * 32, 16, 1024);
+            wgmma_tf32<BMT>(d, frag[ks % 2], da);
+            wgmma_commit();
+            wgmma_wait1();  // every step but this one is done: the previous stage's last too
+            fence_regs(d);
+            if (ks == 0 && kt > 0 && lane == 0) mbar_arrive(smem_u32(&empty[prev]));
           }
-          wgmma_commit();
-          wgmma_wait0();
-          fence_regs(d);
+          prev = s;
+        } else {
+          // Two k steps per commit group: the registers of a fragment stay untouched until its
+          // wgmma completes, and four steps' fragments besides 128 accumulators exceed the 168
+          // registers a thread has at launch (ptxas then serializes the wgmmas).
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+              for (int r = 0; r < 4; ++r) frag[i][r] = lds32(a + frag_off[r] + (2 * half + i) * 1024);
+            wgmma_fence();
+            fence_regs(d);
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+              const unsigned long long da = smem_desc(a + (2 * half + i) * 32, 16, 1024);  // A^T: K-major, all BMT rows
+              wgmma_tf32<BMT>(d, frag[i], da);
+            }
+            wgmma_commit();
+            wgmma_wait0();
+            fence_regs(d);
+          }
+          if (lane == 0) mbar_arrive(smem_u32(&empty[s]));
         }
-        if (lane == 0) mbar_arrive(smem_u32(&empty[s]));
+      }
+      if constexpr (KEEP == 1) {
+        wgmma_wait0();
+        fence_regs(d);
+        if (lane == 0) mbar_arrive(smem_u32(&empty[prev]));
       }
       // d[4j + r] is C^T row nl (+ 8 for r >= 2), column 8j + 2t (+ 1 for odd r): C[m][n]
 #pragma unroll
@@ -655,7 +718,7 @@ __global__ void mm_wgmma_bf16(const __grid_constant__ TensorMap, const __grid_co
                               int, int, int, int) {
   __trap();
 }
-template <int BMT, int STAGES>
+template <int BMT, int STAGES, int KEEP>
 __global__ void mm_wgmma_tf32(const __grid_constant__ TensorMap, const __grid_constant__ TensorMap, float*, int, int, int, int) {
   __trap();
 }

@@ -11,11 +11,13 @@ the lineage (reports/matmul-variants.md):
   warp groups; bf16 128 x 256 tiles, tf32 256 x 128 (C^T = B^T A^T); ``wgmma_n128``: 128-wide
   tiles; ``wgmma_persistent``: one block per SM looping over tiles (bf16 also keeps one wgmma
   batch in flight); ``wgmma_tma_store`` (bf16): persistent, C stored through shared memory by TMA;
-- ``ours``: the dispatcher, the fastest measured variant that can run the operands.
+- ``ours``: the dispatcher: a wgmma plan 256 or 192 wide, by how full the last wave of tiles
+  is (``wave_rule``), where TMA can read the operands, else ``mma``.
 
-Explicit plans for exploring: ``wgmma_n<128|256>_s<stages>[_k1][_e][_p]`` (bf16: BN columns of
-C per tile, tf32: that many rows; ``_k1`` one wgmma batch kept in flight and ``_e`` C stored
-through shared memory by TMA, bf16 only; ``_p`` a persistent grid of one block per SM) and
+Explicit plans for exploring: ``wgmma_n<128|192|256>_s<stages>[_k1][_e][_p]`` (bf16: BN columns
+of C per tile, tf32: that many rows; ``_k1`` one wgmma group kept in flight (tf32: one k step per
+group, the next step's fragments loaded while it runs); ``_e`` C stored through shared memory by
+TMA, bf16 only; ``_p`` a persistent grid of one block per SM) and
 ``mma_<BM>x<BN>_w<warps along M>x<warps along N>_s<stages>``.
 """
 
@@ -39,7 +41,7 @@ MAX_DYNAMIC_SHARED = 227 * 1024  # sm_90: per block, opt-in
 WGMMA_THREADS = 384  # one producer and two consumer warp groups
 
 MMA_NAME = re.compile(r"^mma_(?P<bm>64|128|256)x(?P<bn>64|128|256)_w(?P<wm>[124])x(?P<wn>[1248])_s(?P<stages>[2-6])$")
-WGMMA_NAME = re.compile(r"^wgmma_n(?P<n>128|256)_s(?P<stages>[2-7])(?P<keep>_k1)?(?P<epi>_e)?(?P<persistent>_p)?$")
+WGMMA_NAME = re.compile(r"^wgmma_n(?P<n>128|192|256)_s(?P<stages>[2-7])(?P<keep>_k1)?(?P<epi>_e)?(?P<persistent>_p)?$")
 
 VARIANTS = {
     "simt": "tiled shared memory, 128 x 128 tiles, 8 x 8 outputs per thread, FFMA (fp32 math, not TF32)",
@@ -49,7 +51,7 @@ VARIANTS = {
     "wgmma_n128": "the wgmma kernel on 128-wide tiles (bf16 128 x 128, tf32 128 x 128), 6 stages",
     "wgmma_persistent": "wgmma, one block per SM looping over tiles; bf16 keeps one wgmma batch in flight",
     "wgmma_tma_store": "bf16: persistent wgmma, 3 stages, C through stmatrix into shared memory, out by TMA during the next tile",
-    "ours": "dispatcher: the fastest measured variant the operands allow",
+    "ours": "dispatcher: wgmma on 256- or 192-wide tiles by how full their last wave is, mma.sync where TMA cannot read",
 }
 # Named variants as explicit plans, per precision; "ours" picks among them (see ``dispatch``).
 NAMED_PLANS = {
@@ -126,15 +128,15 @@ def wgmma_plan(name: str, m: int, n: int, ops: Operands) -> Plan:
         raise UnsupportedShape(
             None, f"{name} needs TMA: 16-byte aligned A and B, K and N multiples of {16 // ELEMENT_BYTES[ops.dtype]}"
         )
-    if (keep or epi) and ops.dtype != "bf16":
-        raise UnsupportedShape(None, f"{name}: _k1 and _e are bf16 only (TF32 fragments would not fit in registers)")
+    if epi and ops.dtype != "bf16":
+        raise UnsupportedShape(None, f"{name}: _e is bf16 only (the TF32 kernel stores C from its registers)")
     staging = 0
     if ops.dtype == "bf16":  # 128 x wide tiles: A one box of 128 rows x 64, B wide / 64 boxes of 64 x 64, C boxes of 64 x 64
         kernel, tiles = f"mm_wgmma_bf16<{wide}, {stages}, {keep}, {epi}>", _tiles(m, n, 128, wide)
         boxes = ((64, 128), (64, 64), (64, 64))
         stage, staging = 128 * 64 * 2 + wide * 64 * 2, epi * 128 * wide * 2
     else:  # wide x 128 tiles: A one box of wide rows x 32, B 4 boxes of 32 x 32 (fp32)
-        kernel, tiles, boxes = f"mm_wgmma_tf32<{wide}, {stages}>", _tiles(m, n, wide, 128), ((32, wide), (32, 32))
+        kernel, tiles, boxes = f"mm_wgmma_tf32<{wide}, {stages}, {keep}>", _tiles(m, n, wide, 128), ((32, wide), (32, 32))
         stage = wide * 32 * 4 + 128 * 32 * 4
     shared = stages * stage + staging + 1024  # + the slack to align the ring to 1024 bytes
     if shared > MAX_DYNAMIC_SHARED:
@@ -143,14 +145,53 @@ def wgmma_plan(name: str, m: int, n: int, ops: Operands) -> Plan:
     return Plan(kernel, grid, WGMMA_THREADS, shared, boxes)
 
 
-def dispatch(ops: Operands) -> str:
-    """The plan ``ours`` runs: where TMA can read the operands (sm_90, aligned), the fastest
-    wgmma plan measured on the H200 at every benchmark shape (bf16: the persistent kernel that
-    stores C through TMA; tf32: the one-tile-per-block kernel), else the mma.sync kernel (which
-    loads unaligned rows element by element). See reports/matmul-variants.md."""
+# The wgmma plans the rule picks from, by tile width (bf16: columns of C per tile, 128 rows;
+# tf32: rows of C per tile, 128 columns). 256 is the shipped choice, the fastest plan measured on
+# the H200 at every benchmark shape; 192 has the same kernel and epilogue (bf16: persistent, C
+# stored through TMA; tf32: one tile per block) on tiles three quarters the size, with a stage
+# more where shared memory allows.
+WIDE_PLANS = {
+    "bf16": {256: NAMED_PLANS["wgmma_tma_store"]["bf16"], 192: "wgmma_n192_s4_e_p"},
+    "tf32": {256: NAMED_PLANS["wgmma"]["tf32"], 192: "wgmma_n192_s5"},
+}
+# How much more of the machine the 192-wide tiles must keep busy before the rule leaves 256: a
+# 192-wide tile moves 40 KB of operands per k step for 3/4 of a 256-wide tile's 48 KB (11% more
+# bytes per FLOP through shared memory and L2), and spreads its prologue and epilogue over 3/4 of
+# the work.
+WAVE_GAIN = 1.10
+
+
+def wave_efficiency(tiles: int, sms: int) -> float:
+    """Share of the SM time the tiles fill when each SM runs one tile at a time and every tile
+    takes as long: tiles / (waves x sms), with waves = ceil(tiles / sms). 288 tiles on 132 SMs
+    are 3 waves, the last 24/132 full: 0.73."""
+    return tiles / (math.ceil(tiles / sms) * sms)
+
+
+def tile_efficiency(m: int, n: int, dtype: str, width: int, sms: int) -> float:
+    """``wave_efficiency`` of the ``width`` plan's tiles times the share of their outputs that
+    lie inside C (tiles past an edge compute zeros at full cost)."""
+    bm, bn = (128, width) if dtype == "bf16" else (width, 128)
+    tiles = _tiles(m, n, bm, bn)
+    return wave_efficiency(tiles, sms) * m * n / (tiles * bm * bn)
+
+
+def wave_rule(m: int, n: int, dtype: str, sms: int) -> int:
+    """The tile width for ``m x n`` outputs on ``sms`` SMs: 192 where its tiles keep more than
+    ``WAVE_GAIN`` times the share of the machine busy that 256's do (3072 x 3072: 384 tiles in
+    2.91 waves, 0.97, against 288 in 2.18, 0.73), else 256. K is the same for every tile, so it
+    scales both widths alike and does not enter."""
+    wide, narrow = (tile_efficiency(m, n, dtype, w, sms) for w in (256, 192))
+    return 192 if narrow > WAVE_GAIN * wide else 256
+
+
+def dispatch(m: int, n: int, ops: Operands) -> str:
+    """The plan ``ours`` runs: where TMA can read the operands (sm_90, aligned), the wgmma plan
+    of the width ``wave_rule`` picks, else the mma.sync kernel (which loads unaligned rows
+    element by element). See reports/matmul-variants.md."""
     if not ops.tma_ok():
         return NAMED_PLANS["mma"][ops.dtype]
-    return NAMED_PLANS["wgmma_tma_store"][ops.dtype] if ops.dtype == "bf16" else NAMED_PLANS["wgmma"][ops.dtype]
+    return WIDE_PLANS[ops.dtype][wave_rule(m, n, ops.dtype, ops.sms)]
 
 
 def plan(variant: str, m: int, n: int, k: int, ops: Operands) -> Plan:
@@ -160,7 +201,7 @@ def plan(variant: str, m: int, n: int, k: int, ops: Operands) -> Plan:
         raise UnsupportedShape(None, f"matmul needs M, N, K >= 1, got {m}x{n}x{k}")
     if variant in NAMED_PLANS and ops.dtype not in NAMED_PLANS[variant]:
         raise UnsupportedShape(None, f"{variant} has no {ops.dtype} plan", f"choose from {', '.join(variants(ops.dtype))}")
-    name = dispatch(ops) if variant == "ours" else NAMED_PLANS[variant][ops.dtype] if variant in NAMED_PLANS else variant
+    name = dispatch(m, n, ops) if variant == "ours" else NAMED_PLANS[variant][ops.dtype] if variant in NAMED_PLANS else variant
     if name == "simt":
         return Plan(f"mm_simt<{CXX_TYPE[ops.dtype]}, 128, 128, 8, 8, 8>", _tiles(m, n, 128, 128), 256, aligned=ops.aligned)
     if MMA_NAME.match(name):

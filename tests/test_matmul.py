@@ -9,7 +9,16 @@ import pytest
 
 from nsys_tools.errors import UsageError
 from nsys_tools.kernels.matmul import OPS
-from nsys_tools.kernels.matmul_cuda import NAMED_PLANS, VARIANTS, Operands, plan, variants
+from nsys_tools.kernels.matmul_cuda import (
+    NAMED_PLANS,
+    VARIANTS,
+    WIDE_PLANS,
+    Operands,
+    plan,
+    variants,
+    wave_efficiency,
+    wave_rule,
+)
 from nsys_tools.plugin import UnsupportedShape
 from nsys_tools.study import census
 
@@ -64,12 +73,59 @@ def test_dispatch_prefers_wgmma_where_tma_can_read(dtype):
         assert big.kernel == "mm_wgmma_bf16<256, 3, 0, 1>" and big.grid == 132
         assert big.shared_bytes == 3 * 48 * 1024 + 64 * 1024 + 1024
     else:  # one tile per block
-        assert big.kernel == "mm_wgmma_tf32<256, 4>" and big.grid == (8192 // 256) * (8192 // 128)
+        assert big.kernel == "mm_wgmma_tf32<256, 4, 0>" and big.grid == (8192 // 256) * (8192 // 128)
         assert big.shared_bytes == 4 * 48 * 1024 + 1024
     unaligned = plan("ours", 7, 9, 5, Operands(dtype, aligned=False))
     assert "mm_mma<" in unaligned.kernel and unaligned.kernel.endswith("false>") and not unaligned.tma
     ampere = plan("ours", 4096, 4096, 4096, Operands(dtype, arch=80))
     assert ampere.kernel.endswith("true>") and "mm_mma<" in ampere.kernel
+
+
+def test_wave_efficiency_counts_the_empty_part_of_the_last_wave():
+    assert wave_efficiency(288, 132) == pytest.approx(288 / 396)  # 3072 x 3072 on 128 x 256 tiles: 0.73
+    assert wave_efficiency(384, 132) == pytest.approx(384 / 396)  # on 128 x 192 tiles: 0.97
+    assert wave_efficiency(128, 132) == pytest.approx(128 / 132)  # one partial wave
+    assert wave_efficiency(264, 132) == 1.0 and wave_efficiency(1, 132) == pytest.approx(1 / 132)
+
+
+# The issue-35 matmul grid: 2048-4096 cubes, 7B/13B/70B attention and MLP products at 4096 tokens.
+GRID = [
+    (2048, 2048, 2048), (3072, 3072, 3072), (4096, 4096, 4096), (4096, 12288, 4096), (4096, 11008, 4096),
+    (4096, 4096, 11008), (4096, 15360, 5120), (4096, 13824, 5120), (4096, 5120, 13824), (4096, 10240, 8192),
+    (4096, 28672, 8192), (4096, 8192, 28672),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "tf32"])
+def test_wave_rule_leaves_256_only_for_a_part_empty_last_wave(dtype):
+    picks = {(m, n, k): plan("ours", m, n, k, Operands(dtype)) for m, n, k in GRID}
+    narrow = {shape for shape, p in picks.items() if "<192," in p.kernel}
+    assert narrow == {(3072, 3072, 3072)}  # 288 tiles of 256 fill 0.73 of 3 waves, 384 of 192 0.97
+    shipped = plan("ours", 4096, 4096, 4096, Operands(dtype))
+    assert shipped == plan(WIDE_PLANS[dtype][256], 4096, 4096, 4096, Operands(dtype))
+    assert picks[(3072, 3072, 3072)] == plan(WIDE_PLANS[dtype][192], 3072, 3072, 3072, Operands(dtype))
+    # 2048 x 2048: 128 tiles of 256 in one wave; 192-wide tiles would need a second, mostly empty
+    assert wave_rule(2048, 2048, dtype, 132) == 256
+    # on 114 SMs 3072 x 3072 fills 0.84 of the waves either way: no reason to leave 256
+    assert wave_rule(3072, 3072, dtype, 114) == 256
+    # tiles past the edge count as waste: at 4096 x 3328, 576 tiles of 192 fill 0.87 of their waves
+    # against 0.79 for 416 of 256, but their edge tiles run past C (bf16: 18 x 192 = 3456 columns
+    # for 3328; tf32: 22 x 192 = 4224 rows for 4096)
+    assert wave_rule(4096, 3328, dtype, 132) == 256
+
+
+def test_192_wide_plans():
+    bf16 = plan("wgmma_n192_s4_e_p", 3072, 3072, 3072, Operands("bf16"))
+    assert bf16.kernel == "mm_wgmma_bf16<192, 4, 0, 1>" and bf16.grid == 132
+    assert bf16.shared_bytes == 4 * (16 + 24) * 1024 + 128 * 192 * 2 + 1024  # stages, C staging, alignment slack
+    assert plan("wgmma_n192_s5", 3072, 3072, 3072, Operands("bf16")).grid == 24 * 16
+    tf32 = plan("wgmma_n192_s5_k1", 3072, 3072, 3072, Operands("tf32"))
+    assert tf32.kernel == "mm_wgmma_tf32<192, 5, 1>" and tf32.grid == 16 * 24 and tf32.boxes == ((32, 192), (32, 32))
+    assert tf32.shared_bytes == 5 * (24 + 16) * 1024 + 1024
+    with pytest.raises(UnsupportedShape, match="_e is bf16 only"):
+        plan("wgmma_n192_s4_e_p", 3072, 3072, 3072, Operands("tf32"))
+    with pytest.raises(UnsupportedShape, match="shared memory"):
+        plan("wgmma_n192_s5_e_p", 3072, 3072, 3072, Operands("bf16"))  # 5 x 40 KB + 48 KB
 
 
 def test_plans_refuse_what_they_cannot_run():
@@ -117,6 +173,21 @@ def test_wgmma_kernels_are_what_they_claim(dtype):
         assert ours["st_global_32"] + ours["st_global_64"] + ours["st_global_128"] == 0 and ours["local_bytes"] == 0
     else:
         assert base["ld_shared"] == 16  # B^T fragments: 4 k steps x 4 registers per stage
+
+
+@pytest.mark.census
+@pytest.mark.slow
+def test_192_wide_and_in_flight_plans_census():
+    """The 192-wide tiles issue m64n192 wgmmas with fewer registers than 256's; the TF32 plan
+    that keeps a group in flight issues one k step per group (4 waits a stage) without spills."""
+    bf16 = _census("bf16", ["wgmma_n192_s4_e_p", "ours"], "3072x3072x3072")
+    assert bf16["ours"]["kernel"] == bf16["wgmma_n192_s4_e_p"]["kernel"]  # the rule's pick at 3072^3
+    tf32 = _census("tf32", ["wgmma_n256_s4_k1", "wgmma_n192_s5_k1", "wgmma_n192_s5"], "3072x3072x3072")
+    for row in [*bf16.values(), *tf32.values()]:
+        assert row["hgmma"] == 4 and row["hmma"] == 0 and row["local_bytes"] == 0 and row["st_local"] == 0
+        assert row["registers"] <= 168
+    assert bf16["ours"]["registers"] < 154  # 96 accumulators, not 128
+    assert tf32["wgmma_n256_s4_k1"]["ld_shared"] == 16
 
 
 @pytest.mark.census

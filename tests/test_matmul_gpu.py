@@ -34,7 +34,8 @@ SHAPES = [
     "64x4096x33",
     "256x256x64",
 ]
-# Explicit plans measured in the lineage besides the named variants (kernels/matmul_cuda.py).
+# Explicit plans measured in the lineage besides the named variants (kernels/matmul_cuda.py), and
+# the 192-wide and in-flight (_k1) TF32 plans the wave rule and the next run choose among.
 PLANS = {
     "bf16": [
         "wgmma_n256_s4_k1",
@@ -44,8 +45,19 @@ PLANS = {
         "wgmma_n256_s3_e_p",
         "wgmma_n256_s3_e",
         "wgmma_n256_s4_p",
+        "wgmma_n192_s4_e_p",
+        "wgmma_n192_s4_k1_e_p",
+        "wgmma_n192_s5_p",
+        "wgmma_n192_s5_k1_p",
     ],
-    "tf32": ["wgmma_n128_s6_p"],
+    "tf32": [
+        "wgmma_n128_s6_p",
+        "wgmma_n256_s4_k1",
+        "wgmma_n256_s4_k1_p",
+        "wgmma_n192_s5",
+        "wgmma_n192_s5_k1",
+        "wgmma_n192_s5_k1_p",
+    ],
 }
 CASES = [(dtype, name) for dtype in OP for name in [*variants(dtype), *PLANS[dtype]]]
 
