@@ -366,6 +366,10 @@ __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.a
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
 // Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma.
 template <int R>
 __device__ __forceinline__ void fence_regs(float (&d)[R]) {
@@ -608,10 +612,12 @@ __global__ void __launch_bounds__(384, 1) mm_wgmma_bf16(const __grid_constant__ 
 // groups 1 and 2 each compute 64 columns of C as 64 rows of C^T with wgmma m64nBMTk8, A operand
 // (B^T) from registers, B operand (A^T) from shared memory. Per stage: A as one BMT x 32 box
 // (K-major, rows of 128 bytes), B as 4 boxes of 32 rows (k) x 32 columns (n).
-// KEEP = 0: two k steps per commit group, waited for before the next two are loaded; KEEP = 1:
-// one k step per commit group, its successor's fragments loaded and issued while it runs (one
-// group in flight behind the running one), a stage freed once the first step of the next stage
-// has been issued. Both hold fragments of two k steps (8 registers).
+// KEEP = 0: two k steps per commit group, waited for before the next two are loaded, fragments
+// of two steps in registers. KEEP = 1 or 2: one k step per commit group, the wait after each
+// issue leaving KEEP groups in flight, so the next steps' fragments load while earlier steps run;
+// fragments of KEEP + 1 steps live at once, held in 2 (KEEP = 1) or 4 buffers (KEEP = 2, a buffer
+// per step of a stage, so that every index is a constant). A stage is freed once the wait after
+// the next stage's step KEEP - 1 has seen its last step complete.
 template <int BMT, int STAGES, int KEEP>
 __global__ void __launch_bounds__(384, 1) mm_wgmma_tf32(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
                                                         float* __restrict__ C, int M, int N, int K, int group) {
@@ -647,27 +653,29 @@ __global__ void __launch_bounds__(384, 1) mm_wgmma_tf32(const __grid_constant__ 
       float d[BMT / 2];
 #pragma unroll
       for (int i = 0; i < BMT / 2; ++i) d[i] = 0.f;
-      unsigned frag[2][4];
+      constexpr int BUFS = KEEP == 2 ? 4 : 2;
+      unsigned frag[BUFS][4];
       int prev = 0;
       for (int kt = 0; kt < KT; ++kt, ++it) {
         const int s = it % STAGES;
         mbar_wait(smem_u32(&full[s]), (it / STAGES) & 1);
         const unsigned a = base + s * STAGE;
-        if constexpr (KEEP == 1) {
-          // k step ks reads frag[ks % 2]: the step before last read them, and the wait after
-          // the last step's issue saw it complete (BK / 8 = 4 steps a stage keeps the parity).
+        if constexpr (KEEP >= 1) {
+          // k step ks reads frag[ks % BUFS]: the step BUFS before read them last, and the wait
+          // after the previous step's issue saw it complete (BK / 8 = 4 steps a stage, a multiple
+          // of BUFS, so the buffer of a step is the same in every stage).
 #pragma unroll
           for (int ks = 0; ks < BK / 8; ++ks) {
 #pragma unroll
-            for (int r = 0; r < 4; ++r) frag[ks % 2][r] = lds32(a + frag_off[r] + ks * 1024);
+            for (int r = 0; r < 4; ++r) frag[ks % BUFS][r] = lds32(a + frag_off[r] + ks * 1024);
             wgmma_fence();
             fence_regs(d);
             const unsigned long long da = smem_desc(a + ks * 32, 16, 1024);
-            wgmma_tf32<BMT>(d, frag[ks % 2], da);
+            wgmma_tf32<BMT>(d, frag[ks % BUFS], da);
             wgmma_commit();
-            wgmma_wait1();  // every step but this one is done: the previous stage's last too
+            wgmma_wait<KEEP>();  // all but the last KEEP steps done: at ks = KEEP - 1, the previous stage's
             fence_regs(d);
-            if (ks == 0 && kt > 0 && lane == 0) mbar_arrive(smem_u32(&empty[prev]));
+            if (ks == KEEP - 1 && kt > 0 && lane == 0) mbar_arrive(smem_u32(&empty[prev]));
           }
           prev = s;
         } else {
@@ -694,7 +702,7 @@ __global__ void __launch_bounds__(384, 1) mm_wgmma_tf32(const __grid_constant__ 
           if (lane == 0) mbar_arrive(smem_u32(&empty[s]));
         }
       }
-      if constexpr (KEEP == 1) {
+      if constexpr (KEEP >= 1) {
         wgmma_wait0();
         fence_regs(d);
         if (lane == 0) mbar_arrive(smem_u32(&empty[prev]));

@@ -14,11 +14,11 @@ the lineage (reports/matmul-variants.md):
 - ``ours``: the dispatcher: a wgmma plan 256 or 192 wide, by how full the last wave of tiles
   is (``wave_rule``), where TMA can read the operands, else ``mma``.
 
-Explicit plans for exploring: ``wgmma_n<128|192|256>_s<stages>[_k1][_e][_p]`` (bf16: BN columns
-of C per tile, tf32: that many rows; ``_k1`` one wgmma group kept in flight (tf32: one k step per
-group, the next step's fragments loaded while it runs); ``_e`` C stored through shared memory by
-TMA, bf16 only; ``_p`` a persistent grid of one block per SM) and
-``mma_<BM>x<BN>_w<warps along M>x<warps along N>_s<stages>``.
+Explicit plans for exploring: ``wgmma_n<128|192|256>_s<stages>[_k1|_k2][_e][_p]`` (bf16: BN
+columns of C per tile, tf32: that many rows; ``_k1`` one wgmma group kept in flight (tf32: one k
+step per group, the next step's fragments loaded while it runs; ``_k2``, tf32 under 256 rows:
+two groups); ``_e`` C stored through shared memory by TMA, bf16 only; ``_p`` a persistent grid of
+one block per SM) and ``mma_<BM>x<BN>_w<warps along M>x<warps along N>_s<stages>``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ MAX_DYNAMIC_SHARED = 227 * 1024  # sm_90: per block, opt-in
 WGMMA_THREADS = 384  # one producer and two consumer warp groups
 
 MMA_NAME = re.compile(r"^mma_(?P<bm>64|128|256)x(?P<bn>64|128|256)_w(?P<wm>[124])x(?P<wn>[1248])_s(?P<stages>[2-6])$")
-WGMMA_NAME = re.compile(r"^wgmma_n(?P<n>128|192|256)_s(?P<stages>[2-7])(?P<keep>_k1)?(?P<epi>_e)?(?P<persistent>_p)?$")
+WGMMA_NAME = re.compile(r"^wgmma_n(?P<n>128|192|256)_s(?P<stages>[2-7])(?P<keep>_k[12])?(?P<epi>_e)?(?P<persistent>_p)?$")
 
 VARIANTS = {
     "simt": "tiled shared memory, 128 x 128 tiles, 8 x 8 outputs per thread, FFMA (fp32 math, not TF32)",
@@ -121,12 +121,18 @@ def mma_plan(name: str, m: int, n: int, ops: Operands) -> Plan:
 
 def wgmma_plan(name: str, m: int, n: int, ops: Operands) -> Plan:
     g = WGMMA_NAME.match(name)
-    wide, stages, keep, epi = int(g["n"]), int(g["stages"]), int(bool(g["keep"])), int(bool(g["epi"]))
+    wide, stages, keep, epi = int(g["n"]), int(g["stages"]), int(g["keep"][2:] if g["keep"] else 0), int(bool(g["epi"]))
     if ops.arch != 90:
         raise UnsupportedShape(None, f"{name} uses wgmma and TMA, compiled for sm_90a; this GPU is sm_{ops.arch}")
     if not ops.aligned:
         raise UnsupportedShape(
             None, f"{name} needs TMA: 16-byte aligned A and B, K and N multiples of {16 // ELEMENT_BYTES[ops.dtype]}"
+        )
+    if keep == 2 and (ops.dtype != "tf32" or wide == 256):
+        raise UnsupportedShape(
+            None,
+            f"{name}: _k2 is tf32 on tiles under 256 rows only (bf16 keeps at most one batch in flight; beside "
+            "128 accumulators, fragments of 3 k steps leave ptxas too few registers and it serializes the wgmmas)",
         )
     if epi and ops.dtype != "bf16":
         raise UnsupportedShape(None, f"{name}: _e is bf16 only (the TF32 kernel stores C from its registers)")

@@ -25,8 +25,17 @@ HELD=64x16384,96x8192,256x1024,512x12288,700x14336,1024x3072,1500x9000,2000x2000
 # and 70B models at 4096 tokens (70B's QKV with 8 key-value heads of 128).
 MM=2048x2048x2048,3072x3072x3072,4096x4096x4096,4096x12288x4096,4096x11008x4096,4096x4096x11008,\
 4096x15360x5120,4096x13824x5120,4096x5120x13824,4096x10240x8192,4096x28672x8192,4096x8192x28672
-MM_BF16=torch,ours,wgmma_n256_s4,wgmma_n256_s4_p,wgmma_n256_s4_k1_p,wgmma_n256_s3_k1_e_p,wgmma_n128_s6,wgmma_n128_s6_p,wgmma_n128_s5_k1_e_p
-MM_TF32=torch,ours,wgmma_n256_s3,wgmma_n256_s4_p,wgmma_n128_s4,wgmma_n128_s6,wgmma_n128_s6_p
+# explore-mm decides the wave rule (kernels/matmul_cuda.py, wave_rule): the shipped 256-wide plans
+# (wgmma_n256_s3_e_p bf16, wgmma_n256_s4 tf32) against the 192-wide ones at every shape, and two
+# shapes beside the grid where the rule leaves 256 (2048x1536: 96 tiles of 256, 0.73 of a wave;
+# 1024x1024: under one wave). TF32 also times k steps kept in flight (_k1, _k2). 5 rounds: the
+# round-to-round spread at the MLP shapes was 3-5%. The 128-wide plans (0.6-0.8x, rejected twice)
+# are left out but for wgmma_n128_s5_k1_e_p, the best plan at 3072^3 in the last run.
+MM_EXPLORE=$MM,2048x1536x8192,1024x1024x8192
+MM_BF16=torch,ours,wgmma_n256_s3_e_p,wgmma_n256_s4,wgmma_n256_s4_k1_p,wgmma_n256_s3_k1_e_p,wgmma_n128_s5_k1_e_p,\
+wgmma_n192_s4_e_p,wgmma_n192_s4_k1_e_p,wgmma_n192_s5_p,wgmma_n192_s5_k1_p
+MM_TF32=torch,ours,wgmma_n256_s4,wgmma_n256_s4_p,wgmma_n256_s4_k1,wgmma_n256_s4_k1_p,\
+wgmma_n192_s5,wgmma_n192_s5_k1,wgmma_n192_s5_k2,wgmma_n192_s5_k2_p
 case $step in
   tests) python3 -m pytest -q -o addopts="" -p no:cacheprovider -m gpu tests/test_kernels_gpu.py tests/test_matmul_gpu.py \
            tests/test_harness_gpu.py tests/test_train_gpu.py > "$out/tests.txt" 2>&1 ;;
@@ -34,10 +43,10 @@ case $step in
     python3 -m nsys_tools.capture.explore --op layernorm_bf16 --fwd-plans --impls ours,triton,liger,torch,copy \
       --shapes "$GRID" --rounds 3 --iters 30 --out "$out/explore-bf16" > "$out/explore-bf16.txt" 2>&1 ;;
   explore-mm)
-    python3 -m nsys_tools.capture.matmul_bench --shapes "$MM" --dtypes bf16 --impls "$MM_BF16" --out "$out/explore-mm-bf16" \
-      > "$out/explore-mm-bf16.txt" 2>&1
-    python3 -m nsys_tools.capture.matmul_bench --shapes "$MM" --dtypes tf32 --impls "$MM_TF32" --out "$out/explore-mm-tf32" \
-      > "$out/explore-mm-tf32.txt" 2>&1 ;;
+    python3 -m nsys_tools.capture.matmul_bench --shapes "$MM_EXPLORE" --dtypes bf16 --impls "$MM_BF16" --rounds 5 \
+      --out "$out/explore-mm-bf16" > "$out/explore-mm-bf16.txt" 2>&1
+    python3 -m nsys_tools.capture.matmul_bench --shapes "$MM_EXPLORE" --dtypes tf32 --impls "$MM_TF32" --rounds 5 \
+      --out "$out/explore-mm-tf32" > "$out/explore-mm-tf32.txt" 2>&1 ;;
   bf16) sweep --plugin nsys_tools.kernels.layernorm_bf16 --op layernorm_bf16 --shapes "$GRID" \
           --impls ours,triton,inductor,liger,torch,copy --control liger --outputs reuse --out "$out/sweeps/$stamp-ln-bf16-grid-reuse" ;;
   bf16-held) sweep --plugin nsys_tools.kernels.layernorm_bf16 --op layernorm_bf16 --shapes "$HELD" \

@@ -3,14 +3,18 @@ through NVRTC and read back with cuobjdump (the census extra)."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
 
 from nsys_tools.errors import UsageError
+from nsys_tools.kernels.census import nvrtc_cubin
 from nsys_tools.kernels.matmul import OPS
 from nsys_tools.kernels.matmul_cuda import (
     NAMED_PLANS,
+    OPTIONS,
+    SOURCE,
     VARIANTS,
     WIDE_PLANS,
     Operands,
@@ -122,8 +126,12 @@ def test_192_wide_plans():
     tf32 = plan("wgmma_n192_s5_k1", 3072, 3072, 3072, Operands("tf32"))
     assert tf32.kernel == "mm_wgmma_tf32<192, 5, 1>" and tf32.grid == 16 * 24 and tf32.boxes == ((32, 192), (32, 32))
     assert tf32.shared_bytes == 5 * (24 + 16) * 1024 + 1024
+    assert plan("wgmma_n192_s5_k2_p", 3072, 3072, 3072, Operands("tf32")).kernel == "mm_wgmma_tf32<192, 5, 2>"
     with pytest.raises(UnsupportedShape, match="_e is bf16 only"):
         plan("wgmma_n192_s4_e_p", 3072, 3072, 3072, Operands("tf32"))
+    for dtype, name in (("tf32", "wgmma_n256_s4_k2"), ("bf16", "wgmma_n192_s4_k2")):
+        with pytest.raises(UnsupportedShape, match="_k2 is tf32 on tiles under 256 rows only"):
+            plan(name, 3072, 3072, 3072, Operands(dtype))
     with pytest.raises(UnsupportedShape, match="shared memory"):
         plan("wgmma_n192_s5_e_p", 3072, 3072, 3072, Operands("bf16"))  # 5 x 40 KB + 48 KB
 
@@ -188,6 +196,27 @@ def test_192_wide_and_in_flight_plans_census():
         assert row["registers"] <= 168
     assert bf16["ours"]["registers"] < 154  # 96 accumulators, not 128
     assert tf32["wgmma_n256_s4_k1"]["ld_shared"] == 16
+
+
+def _wgmma_waits(dtype: str, name: str) -> list[int]:
+    """The group counts of the kernel's wgmma waits (WARPGROUP.DEPBAR.LE gsb0, N) in its SASS. A
+    wgmma that ptxas serializes (its warning C7512, which the census does not see) waits for 0
+    after every HGMMA."""
+    kernel = plan(name, 3072, 3072, 3072, Operands(dtype)).kernel
+    _, cubin = nvrtc_cubin(SOURCE, kernel, OPTIONS, "sm_90a")
+    sass = census._dump(cubin, "-sass")
+    return [int(n, 16) for n in re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass)]
+
+
+@pytest.mark.census
+@pytest.mark.slow
+def test_tf32_in_flight_plans_keep_their_groups_in_flight():
+    """One wait per k step leaving KEEP groups in flight, then one for zero at the tile's end;
+    the shipped TF32 loop waits for zero twice a stage."""
+    assert sorted(_wgmma_waits("tf32", "wgmma_n256_s4")) == [0, 0]
+    assert sorted(_wgmma_waits("tf32", "wgmma_n256_s4_k1")) == [0, 1, 1, 1, 1]
+    assert sorted(_wgmma_waits("tf32", "wgmma_n192_s5_k1")) == [0, 1, 1, 1, 1]
+    assert sorted(_wgmma_waits("tf32", "wgmma_n192_s5_k2")) == [0, 2, 2, 2, 2]
 
 
 @pytest.mark.census

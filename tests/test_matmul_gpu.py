@@ -35,7 +35,7 @@ SHAPES = [
     "256x256x64",
 ]
 # Explicit plans measured in the lineage besides the named variants (kernels/matmul_cuda.py), and
-# the 192-wide and in-flight (_k1) TF32 plans the wave rule and the next run choose among.
+# the 192-wide plans and the TF32 plans with groups in flight (_k1, _k2) the next run chooses among.
 PLANS = {
     "bf16": [
         "wgmma_n256_s4_k1",
@@ -57,6 +57,8 @@ PLANS = {
         "wgmma_n192_s5",
         "wgmma_n192_s5_k1",
         "wgmma_n192_s5_k1_p",
+        "wgmma_n192_s5_k2",
+        "wgmma_n192_s5_k2_p",
     ],
 }
 CASES = [(dtype, name) for dtype in OP for name in [*variants(dtype), *PLANS[dtype]]]
