@@ -6,9 +6,12 @@ For each shape it times every reasonable ``ln_held`` instantiation (threads per 
 block, cache policy, grid-stride), every ``ln_bulk`` plan that fits in shared memory (threads,
 rows in flight, blocks per SM, cache policy) and the registry's implementations, each checked
 against a float64 reference first; ``--plans`` picks the kernels, ``--only`` limits it to names
-the registry knows. ``--timer flush`` (the default) is ``do_bench``: the L2 cleared before every
-call, the median of CUDA-event times. ``--timer rotate`` runs the calls back to back over buffer
-sets past twice the L2, as a sweep does, and reports the mean per call. ``--timer kernel`` runs
+the registry knows. ``--fwd-plans`` times instead, for either op (``--op layernorm`` for fp32,
+``layernorm_bf16``), every plan of ``forward_candidates`` beside ``--impls``, as a sweep's rounds
+run them, with CUPTI kernel times (``explore_op``). ``--timer flush`` (the default) is
+``do_bench``: the L2 cleared before every call, the median of CUDA-event times. ``--timer
+rotate`` runs the calls back to back over buffer sets past twice the L2, as a sweep does, and
+reports the mean per call. ``--timer kernel`` runs
 them as a sweep's rounds do (every implementation ``--iters`` calls a round, the order shuffled
 anew each round from seed 0, over the same buffer sets) and reads each kernel's duration from CUPTI through
 ``torch.profiler``, as Nsight Systems does: launch gaps and per-call Python overhead (which
@@ -30,9 +33,9 @@ import time
 from pathlib import Path
 
 from nsys_tools.convention import DEFAULT_OUTPUTS, OUTPUT_POLICIES, round_orders
-from nsys_tools.kernels.cuda import Held, Launch, compile_kernels, held_for, launch_config, launcher
+from nsys_tools.kernels.cuda import SM_COUNT_DEFAULT, Held, Launch, compile_kernels, held_for, launch_config, launcher
 from nsys_tools.kernels.layernorm import OP
-from nsys_tools.kernels.registry import IMPLS, UnsupportedShape, get, problem
+from nsys_tools.kernels.registry import HELD_MAX_N, IMPLS, UnsupportedShape, get, problem
 
 from .harness import buffer_sets, check
 
@@ -197,14 +200,31 @@ def summary(rows: list[dict], controls: tuple[str, ...] = ("triton", "inductor",
     return "\n".join(lines)
 
 
+FP32 = 4
+FEW_ROWS = 1024  # one wave or less: 1024 rows fill 132 SMs with at most 8 one-row blocks each
+NARROW_BYTES = 8 * 1024  # rows up to 2048 floats: the width compiled in, several rows a block
+REGISTERS_PER_SM = 65536
+SPARE_REGISTERS = 20  # what a held row needs beyond its slots: pointers, indices, sums (sm_90 census)
+
+
+def _register_cap(threads: int, blocks: int) -> int:
+    """The registers a thread keeps when ``blocks`` of ``threads`` must fit an SM: the share, in
+    the allocation's steps of 8, less the 8 NVRTC leaves unused (800 threads x 2 blocks: 40,
+    compiled to 32)."""
+    return REGISTERS_PER_SM // (blocks * threads) // 8 * 8 - 8
+
+
 def forward_candidates(m: int, n: int, element_bytes: int = 2) -> list[str]:
-    """Explicit plans of the training forward (``fwd_...``, kernels/train_cuda.py) worth timing
-    at ``m x n`` for 16-byte vector rows: every threads-per-row count that holds the row in 1 to
+    """Explicit plans of our forward worth timing at ``m x n``: in bf16 (``element_bytes`` 2)
+    those of the training forward (``fwd_...``, kernels/train_cuda.py) for 16-byte vector rows:
+    every threads-per-row count that holds the row in 1 to
     8 vectors a thread without idle warps, one to four rows a block for rows of one or two warps,
     gamma and beta preloaded or not, all converting bf16 by single instructions (``_c``); and the
     row-striding kernel at one and two blocks' worth of
     1024 threads per SM for the counts that hold 2 to 4 vectors a thread. Rows that are not whole
-    vectors are held element by element, up to 16 a thread."""
+    vectors are held element by element, up to 16 a thread. In fp32, ``fp32_candidates``."""
+    if element_bytes == FP32:
+        return fp32_candidates(m, n)
     vec = 16 // element_bytes if n % (16 // element_bytes) == 0 else 1
     fixed = "_f" if n * element_bytes <= 8 * 1024 else ""
     names = []
@@ -220,6 +240,71 @@ def forward_candidates(m: int, n: int, element_bytes: int = 2) -> list[str]:
     return names
 
 
+def _threads(units: int, max_slots: int) -> list[int]:
+    """Threads per row that hold ``units`` vectors (or elements) in at most ``max_slots`` a
+    thread without a warp that holds nothing: the powers of two, and for rows whose width no
+    power of two divides well, the whole number of warps that leaves fewest masked slots at
+    each slot count (3200 vectors: 800 threads of 4, 640 of 5, where 1024 threads would mask
+    22 % of their slots and 512 12.5 %)."""
+    pow2 = [t for t in (32, 64, 128, 256, 512, 1024) if math.ceil(units / t) <= max_slots and (t == 32 or t // 2 < units)]
+    exact = []
+    for slots in range(max(2, math.ceil(units / 1024)), max_slots + 1):
+        tpr = 32 * math.ceil(units / slots / 32)
+        waste = slots * tpr - units
+        if tpr <= 1024 and tpr not in pow2 and all(waste < math.ceil(units / t) * t - units for t in pow2 if t >= tpr):
+            exact.append(tpr)
+    return sorted(set(pow2 + exact))
+
+
+def fp32_candidates(m: int, n: int) -> list[str]:
+    """Explicit plans of the fp32 forward worth timing at ``m x n`` (16-byte vector rows when
+    N % 4 == 0, else element rows of up to 16 elements a thread), in two regimes:
+
+    - **Narrow rows** (at most 8 KB): the shipped kernel (``held_...``) at every threads-per-row
+      count of ``_threads``, one to four rows a block (up to 256 threads), gamma and beta loaded
+      with x (``_c8``) or after the reduction (``_c0``), the width compiled in; at one wave or
+      less (``FEW_ROWS``) the same layouts of the training forward (``fwd_...``: no row loop,
+      which is what Inductor's persistent reduction is: one straight pass, N a constant).
+    - **Wide rows**: the shipped kernel at every count of ``_threads``, plain and streaming
+      (``_c2``), with the preload up to 256 threads; a launch bound (``_m``) that asks for as
+      many blocks an SM as there are rows for it (all rows in one wave), and for the most blocks
+      whose register cap leaves ``SPARE_REGISTERS`` over the row's (tighter caps spill:
+      ``reports/probes/fp32-plans-census.md``); the training forward without the preload, and
+      striding over rows with the next row in flight (``_g``) where two rows fit the registers; the row staged in shared memory
+      (``staged_...``); and for one wave or less, the row split over a cluster of 2 or 4 blocks.
+
+    None past ``HELD_MAX_N``, where ours is ``block_tree``.
+    """
+    if n > HELD_MAX_N:
+        return []
+    vec = 4 if n % 4 == 0 else 1
+    units = math.ceil(n / vec)
+    threads = _threads(units, 8 if vec > 1 else 16)
+    names = []
+    if n * FP32 <= NARROW_BYTES:
+        for tpr in threads:
+            for rpb in (1, 2, 4):
+                if tpr * rpb > 256 and rpb > 1:
+                    continue
+                names += [f"held_t{tpr}_r{rpb}_c{c}_f" for c in (0, 8)]
+                if m <= FEW_ROWS:
+                    names += [f"fwd_t{tpr}_r{rpb}_p{p}_f" for p in (0, 1)]
+        return names
+    for tpr in threads:
+        slots = math.ceil(units / tpr)
+        names += [f"held_t{tpr}_c{c}" for c in ((0, 2, 8, 10) if tpr <= 256 else (0, 2))]
+        fits = [k for k in range(2, 2048 // tpr + 1) if _register_cap(tpr, k) >= vec * slots + SPARE_REGISTERS]
+        names += [f"held_t{tpr}_c2_m{k}" for k in sorted({math.ceil(m / SM_COUNT_DEFAULT), max(fits, default=0)} & set(fits))]
+        names.append(f"fwd_t{tpr}_r1_p0")
+        if 2 * vec * slots + 24 <= REGISTERS_PER_SM // tpr:
+            names += [f"fwd_t{tpr}_r1_p0_g{g}" for g in sorted({1, max(1, 1024 // tpr)})]
+    if vec == 4:
+        names += [f"staged_t{tpr}_c{c}" for tpr in (256, 512, 1024) if tpr // 2 < units for c in (0, 2)]
+        if m <= FEW_ROWS:
+            names += [f"cluster_c{cs}_t{tpb}" for cs, tpb in ((2, 256), (2, 512), (4, 256)) if units <= 8 * cs * tpb]
+    return names
+
+
 def _prewarm(names_by_shape: dict[str, list[str]], op_name: str) -> None:
     """Compile every NVRTC kernel the explicit plans need in parallel worker processes, so that
     CuPy's kernel cache holds them before the timed process asks for them one at a time."""
@@ -231,31 +316,36 @@ def _prewarm(names_by_shape: dict[str, list[str]], op_name: str) -> None:
 
 
 def _compile_one(op_name: str, shape: str, name: str) -> None:
-    from nsys_tools.kernels.cuda import compile_kernels
+    from nsys_tools.kernels.plans import FORWARD_NAME
     from nsys_tools.kernels.train_cuda import SOURCE, forward_plan
 
     m, n = (int(v) for v in shape.split("x"))
+    dtype = "bf16" if op_name == "layernorm_bf16" else "fp32"
     try:
-        compile_kernels([forward_plan(m, n, "bf16", n % 8 == 0, named=name).kernel], SOURCE)
+        if FORWARD_NAME.match(name):
+            compile_kernels([forward_plan(m, n, dtype, n % (8 if dtype == "bf16" else 4) == 0, named=name).kernel], SOURCE)
+        else:  # the fp32 kernels of layernorm.cu
+            compile_kernels([launch_config(name, m, n, 4 if n % 4 == 0 else 1).kernel])
     except UnsupportedShape:
         pass
 
 
 def explore_op(op_name: str, shapes: list[str], impls: list[str], plans: bool, out: Path, rounds: int, iters: int) -> list[dict]:
     """Time an op's implementations (and, with ``plans``, the explicit forward plans of
-    ``forward_candidates``) as a sweep's rounds run them: buffer sets past twice the L2 with one
-    output per shape, each implementation checked against the float64 reference first, CUPTI
-    kernel durations. One row per shape and implementation, written to ``out/explore.json``."""
+    ``forward_candidates`` for the op's element size) as a sweep's rounds run them: buffer sets
+    past twice the L2 with one output per shape, each implementation checked against the float64
+    reference first, CUPTI kernel durations. One row per shape and implementation, written to
+    ``out/explore.json``; the closing table is ``op_summary``'s."""
     import torch
 
     from nsys_tools.plugin.loader import Registry
 
     from .harness import make_sets, prepare
 
-    registry = Registry([f"nsys_tools.kernels.{op_name}"] if op_name != "layernorm" else [])
-    op = registry.op(op_name)
+    op = Registry([f"nsys_tools.kernels.{op_name}"]).op(op_name)
+    element_bytes = 2 if op.dtype == "bf16" else FP32
     props = torch.cuda.get_device_properties(0)
-    named = {s: forward_candidates(*op.parse_shape(s)) if plans else [] for s in shapes}
+    named = {s: forward_candidates(*op.parse_shape(s), element_bytes) if plans else [] for s in shapes}
     if plans:
         t0 = time.perf_counter()
         _prewarm(named, op_name)
@@ -274,12 +364,38 @@ def explore_op(op_name: str, shapes: list[str], impls: list[str], plans: bool, o
             row = {"shape": shape, "impl": name, "error": checks.get(name), "failed": errors.get(name) or unsupported.get(name)}
             rows.append(row | {k: v for k, v in times.get(name, {}).items() if k != "kernels"})
         mine = sorted((r for r in rows if r["shape"] == shape and "us" in r), key=lambda r: r["us"])
-        best = next((r for r in mine if r["impl"].startswith("fwd_")), None)
-        shown = [r for r in mine if not r["impl"].startswith("fwd_")] + ([best] if best else [])
+        best = next((r for r in mine if r["impl"] not in impls), None)
+        shown = [r for r in mine if r["impl"] in impls] + ([best] if best else [])
         print(f"{shape} ({time.perf_counter() - t0:.1f}s): " + ", ".join(f"{r['impl']} {r['us']:.2f}" for r in shown), flush=True)
         out.mkdir(parents=True, exist_ok=True)
         (out / "explore.json").write_text(json.dumps(rows, indent=1))
+    print(op_summary(rows, impls), flush=True)
     return rows
+
+
+def op_summary(rows: list[dict], impls: list[str]) -> str:
+    """One line per shape of ``explore_op``'s rows: ours, the fastest explicit plan, the best
+    of the other implementations but the copy, the copy, and the ratios that pick a rule (the best
+    plan and ours over the best control, and over the copy). Plans are the rows whose name is
+    not among ``impls``; a row without a time (failed, unsupported, or over the tolerance) is
+    left out."""
+    by_shape: dict[str, dict[str, float]] = {}
+    for r in rows:
+        if "us" in r and not math.isnan(r["us"]):
+            by_shape.setdefault(r["shape"], {})[r["impl"]] = r["us"]
+    head = ["shape", "ours", "best plan", "plan us", "best control", "control us", "copy", "plan/ctl", "ours/ctl", "plan/copy"]
+    align = ["---", "---:", "---", "---:", "---", "---:", "---:", "---:", "---:", "---:"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    for shape, times in by_shape.items():
+        plans = {k: v for k, v in times.items() if k not in impls}
+        controls = {k: v for k, v in times.items() if k in impls and k not in ("ours", "copy")}
+        plan = min(plans, key=plans.get) if plans else ""
+        ctl = min(controls, key=controls.get) if controls else ""
+        ours, copy = times.get("ours", math.nan), times.get("copy", math.nan)
+        p, c = plans.get(plan, math.nan), controls.get(ctl, math.nan)
+        cells = [shape, f"{ours:.2f}", plan, f"{p:.2f}", ctl, f"{c:.2f}", f"{copy:.2f}", f"{p / c:.3f}", f"{ours / c:.3f}"]
+        lines.append("| " + " | ".join([*cells, f"{p / copy:.3f}"]) + " |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -300,9 +416,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--iters", type=int, default=50, help="--timer kernel: calls per implementation per round")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--op", default="layernorm", help="another op than the fp32 LayerNorm: its --impls, CUPTI kernel times")
-    p.add_argument("--fwd-plans", action="store_true", help="with --op layernorm_bf16: time the explicit forward plans too")
+    p.add_argument(
+        "--fwd-plans",
+        action="store_true",
+        help="time the explicit forward plans of forward_candidates too (either op), as the other ops are timed",
+    )
     args = p.parse_args(argv)
-    if args.op != "layernorm":
+    if args.op != "layernorm" or args.fwd_plans:
         impls = [i.strip() for i in args.impls.split(",")] if args.impls != ",".join(IMPLS) else []
         explore_op(args.op, args.shapes.split(","), impls, args.fwd_plans, args.out, args.rounds, args.iters)
         return

@@ -19,7 +19,7 @@ from typing import Any
 from nsys_tools.errors import UsageError
 from nsys_tools.plugin import Buffers, Impl, UnsupportedShape, lazy
 
-from .plans import BULK_NAME, CLUSTER_NAME, HELD_MAX_N, HELD_NAME, STAGED_NAME
+from .plans import BULK_NAME, CLUSTER_NAME, FORWARD_NAME, HELD_MAX_N, HELD_NAME, STAGED_NAME
 
 __all__ = ["UnsupportedShape", "HELD_MAX_N", "HELD_NAME", "STAGED_NAME", "BULK_NAME", "CLUSTER_NAME"]  # re-exported
 
@@ -62,6 +62,24 @@ def _compile_triton(shape: tuple[int, ...], arch: str):
     from .census import compile_triton
 
     return compile_triton(shape, arch)
+
+
+def _compile_forward(plan: str, shape: tuple[int, ...], arch: str):
+    from .census import compile_forward
+
+    return compile_forward("fp32", plan, shape, arch)
+
+
+def _forward(name: str) -> Impl:
+    """An explicit plan of the training forward (``ln_fwd`` of ``kernels/ln_train.cu``) on fp32 rows."""
+    return Impl(
+        name,
+        lazy("nsys_tools.kernels.train_cuda:make_forward", dtype="fp32", plan=name),
+        "ours",
+        "explicit launch plan of the training forward, fp32 (kernels/train_cuda.py)",
+        limit=max_width(HELD_MAX_N),
+        compile=partial(_compile_forward, name),
+    )
 
 
 def _ours(name: str, summary: str, max_n: int | None = None) -> Impl:
@@ -146,4 +164,7 @@ def get(name: str) -> Impl:
     for pattern, summary in PLAN_NAMES:
         if pattern.match(name):
             return _ours(name, summary, HELD_MAX_N)
-    raise UsageError(None, f"unknown implementation {name!r}", f"choose from {', '.join(IMPLS)}, or held_t<threads>...")
+    if FORWARD_NAME.match(name):
+        return _forward(name)
+    hint = f"choose from {', '.join(IMPLS)}, or held_t<threads>..., fwd_t<threads>_r<rows>_p<0|1>..."
+    raise UsageError(None, f"unknown implementation {name!r}", hint)

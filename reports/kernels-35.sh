@@ -3,7 +3,8 @@
 # rule), in the order to run them. From the repository root on the GPU machine, after
 # `source .device/nsys-env.sh` (NSYS) and with Liger-Kernel 0.8.5 importable (carried as a wheel):
 #     bash reports/kernels-35.sh <step> <commit> <out-dir>
-# Steps: tests, explore-bf16, explore-mm, bf16, bf16-held, mm-bf16, mm-tf32, ncu-bf16. Sweeps go to
+# Steps: tests, explore-bf16, explore-mm, bf16, bf16-held, mm-bf16, mm-tf32, ncu-bf16, tests-fp32,
+# explore-fp32, fp32-grid. Sweeps go to
 # <out-dir>/sweeps/, the rest to <out-dir>/<step>.
 set -uo pipefail
 step=$1 commit=$2 out=$3
@@ -25,6 +26,13 @@ HELD=64x16384,96x8192,256x1024,512x12288,700x14336,1024x3072,1500x9000,2000x2000
 # and 70B models at 4096 tokens (70B's QKV with 8 key-value heads of 128).
 MM=2048x2048x2048,3072x3072x3072,4096x4096x4096,4096x12288x4096,4096x11008x4096,4096x4096x11008,\
 4096x15360x5120,4096x13824x5120,4096x5120x13824,4096x10240x8192,4096x28672x8192,4096x8192x28672
+# 25 fp32 shapes (issue 35, item 2): one wave or less (M <= 1024, N <= 2048; 128x1024 is the shape
+# Inductor led by 1.26x) and rows 8192 to 32768 wide (384x12800: 1.04x behind), widths that are not
+# multiples of 4 (2047, 1998, 9001, 16383) and counts of rows around one wave (132, 300, 384).
+FP32=128x1024,64x2048,256x768,512x1024,1024x2048,96x1536,333x1000,1024x512,200x2047,768x1280,16x1024,900x1998,\
+384x12800,1024x16384,2048x12288,4096x8192,8192x8192,256x32768,300x16384,3072x12800,512x10000,1000x9001,768x16383,\
+132x8192,2048x14336
+FP32_IMPLS=ours,triton,inductor,liger,torch,copy
 # explore-mm decides the wave rule (kernels/matmul_cuda.py, wave_rule): the shipped 256-wide plans
 # (wgmma_n256_s3_e_p bf16, wgmma_n256_s4 tf32) against the 192-wide ones at every shape, and two
 # shapes beside the grid where the rule leaves 256 (2048x1536: 96 tiles of 256, 0.73 of a wave;
@@ -42,6 +50,16 @@ case $step in
   explore-bf16)
     python3 -m nsys_tools.capture.explore --op layernorm_bf16 --fwd-plans --impls ours,triton,liger,torch,copy \
       --shapes "$GRID" --rounds 3 --iters 30 --out "$out/explore-bf16" > "$out/explore-bf16.txt" 2>&1 ;;
+  tests-fp32) python3 -m pytest -q -o addopts="" -p no:cacheprovider -m gpu -k "fp32_forward_plans" \
+           tests/test_kernels_gpu.py > "$out/tests-fp32.txt" 2>&1 ;;
+  explore-fp32)  # every plan of forward_candidates(m, n, 4) beside the controls, CUPTI kernel times
+    python3 -m nsys_tools.capture.explore --op layernorm --fwd-plans --impls "$FP32_IMPLS" \
+      --shapes "$FP32" --rounds 3 --iters 30 --out "$out/explore-fp32" > "$out/explore-fp32.txt" 2>&1 ;;
+  fp32-grid)  # the dispatcher on the same grid in Nsight Systems, under both output policies
+    for policy in reuse rotate; do
+      sweep --op layernorm --shapes "$FP32" --impls "$FP32_IMPLS" --outputs "$policy" \
+        --out "$out/sweeps/$stamp-ln-fp32-grid-$policy"
+    done ;;
   explore-mm)
     python3 -m nsys_tools.capture.matmul_bench --shapes "$MM_EXPLORE" --dtypes bf16 --impls "$MM_BF16" --rounds 5 \
       --out "$out/explore-mm-bf16" > "$out/explore-mm-bf16.txt" 2>&1

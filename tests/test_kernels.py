@@ -124,7 +124,7 @@ def test_explicit_held_plans():
     assert launch_config("held_t128_r2_c2", 4096, 4096) == Launch("ln_held<128,8,4,2,2,0,0>", 2048, 256)
     assert launch_config("held_t1024", 4096, 4096) == Launch("ln_held<1024,1,4,1,0,0,0>", 4096, 1024)
     with pytest.raises(UsageError):
-        get("held_t96")
+        get("held_t48")
     # at most 3 blocks per SM: 3 x (pad + 2 KB) fits 228 KB, a fourth block does not
     pad = launch_config("held_t256_c2_o3", 4096, 4096).shared_bytes
     assert 3 * (pad + 2048) <= 228 * 1024 < 4 * (pad + 1024)

@@ -12,6 +12,7 @@ import random
 
 import pytest
 
+from nsys_tools.capture.explore import forward_candidates
 from nsys_tools.kernels import liger_ln
 from nsys_tools.kernels.layernorm import OP
 from nsys_tools.kernels.registry import IMPLS, problem
@@ -173,3 +174,16 @@ def test_held_cache_policies(name, shape):
         return
     assert err < TOLERANCE
     assert _run_and_check(impl, _problem(m, n, row_pad=4)) < TOLERANCE
+
+
+# The fp32 plans the explorer times (``forward_candidates(m, n, 4)``), at a narrow and a wide shape
+# of each row kind: 16-byte vectors (1000, 12800: 800 and 640 threads a row) and single elements
+# (2047, 9001), fewer rows than one wave of one-row blocks and more.
+FP32_PLAN_SHAPES = ["333x1000", "200x2047", "384x12800", "1000x9001"]
+
+
+@pytest.mark.parametrize("shape,name", [(s, n) for s in FP32_PLAN_SHAPES for n in forward_candidates(*parse_shape(s), 4)])
+def test_fp32_forward_plans_match_float64_reference(shape, name):
+    m, n = parse_shape(shape)
+    err = _run_and_check(OP.impl(name), _problem(m, n))
+    assert err < TOLERANCE, f"{name} at {shape}: relative error {err:.3g}"
