@@ -330,9 +330,20 @@ def _compile_one(op_name: str, shape: str, name: str) -> None:
         pass
 
 
-def explore_op(op_name: str, shapes: list[str], impls: list[str], plans: bool, out: Path, rounds: int, iters: int) -> list[dict]:
+def planned(op, shapes: list[str], drop: str = "") -> dict[str, list[str]]:
+    """Per shape, the plans ``forward_candidates`` gives for ``op``'s element size, but those
+    ``drop`` names (``SHAPE:PLAN,...``)."""
+    dropped = set(drop.split(",")) if drop else set()
+    element_bytes = 2 if op.dtype == "bf16" else FP32
+    return {s: [p for p in forward_candidates(*op.parse_shape(s), element_bytes) if f"{s}:{p}" not in dropped] for s in shapes}
+
+
+def explore_op(
+    op_name: str, shapes: list[str], impls: list[str], plans: bool, out: Path, rounds: int, iters: int, drop: str = ""
+) -> list[dict]:
     """Time an op's implementations (and, with ``plans``, the explicit forward plans of
-    ``forward_candidates`` for the op's element size) as a sweep's rounds run them: buffer sets
+    ``forward_candidates`` for the op's element size, but those ``drop`` names as
+    ``SHAPE:PLAN,...``) as a sweep's rounds run them: buffer sets
     past twice the L2 with one output per shape, each implementation checked against the float64
     reference first, CUPTI kernel durations. One row per shape and implementation, written to
     ``out/explore.json``; the closing table is ``op_summary``'s."""
@@ -343,9 +354,8 @@ def explore_op(op_name: str, shapes: list[str], impls: list[str], plans: bool, o
     from .harness import make_sets, prepare
 
     op = Registry([f"nsys_tools.kernels.{op_name}"]).op(op_name)
-    element_bytes = 2 if op.dtype == "bf16" else FP32
     props = torch.cuda.get_device_properties(0)
-    named = {s: forward_candidates(*op.parse_shape(s), element_bytes) if plans else [] for s in shapes}
+    named = planned(op, shapes, drop) if plans else dict.fromkeys(shapes, [])
     if plans:
         t0 = time.perf_counter()
         _prewarm(named, op_name)
@@ -421,10 +431,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="time the explicit forward plans of forward_candidates too (either op), as the other ops are timed",
     )
+    p.add_argument("--drop", default="", help="with --fwd-plans: SHAPE:PLAN,... left out (plans the census finds spilling)")
     args = p.parse_args(argv)
     if args.op != "layernorm" or args.fwd_plans:
         impls = [i.strip() for i in args.impls.split(",")] if args.impls != ",".join(IMPLS) else []
-        explore_op(args.op, args.shapes.split(","), impls, args.fwd_plans, args.out, args.rounds, args.iters)
+        explore_op(args.op, args.shapes.split(","), impls, args.fwd_plans, args.out, args.rounds, args.iters, args.drop)
         return
     policies = [o.strip() for o in args.outputs.split(",")]
     if not policies or set(policies) - set(OUTPUT_POLICIES):

@@ -20,10 +20,9 @@ from nsys_tools.kernels.train_cuda import forward_plan
 SCRIPT = Path(__file__).resolve().parents[1] / "reports" / "kernels-35.sh"
 
 
-def script_grid() -> list[str]:
-    """The fp32 shapes of ``reports/kernels-35.sh`` (``FP32=...``, continued over lines)."""
-    text = SCRIPT.read_text()
-    found = re.search(r"^FP32=((?:[^\n]*\\\n)*[^\n]*)$", text, re.M)
+def script_list(name: str) -> list[str]:
+    """A comma-separated variable of ``reports/kernels-35.sh`` (``NAME=...``, continued over lines)."""
+    found = re.search(rf"^{name}=((?:[^\n]*\\\n)*[^\n]*)$", SCRIPT.read_text(), re.M)
     return found[1].replace("\\\n", "").split(",")
 
 
@@ -34,7 +33,8 @@ def kernel_of(name: str, m: int, n: int) -> str:
     return launch_config(name, m, n, 4 if n % 4 == 0 else 1).kernel
 
 
-GRID = script_grid()
+GRID = script_list("FP32")
+CENSUS = Path(__file__).resolve().parents[1] / "reports" / "probes" / "fp32-plans-census.md"
 
 
 def test_the_script_grid_is_the_issue_regimes():
@@ -44,6 +44,21 @@ def test_the_script_grid_is_the_issue_regimes():
     assert len(shapes) == len(set(shapes)) >= 24 and len(small) + len(wide) == len(shapes)
     assert (128, 1024) in small and (384, 12800) in wide and len(small) >= 10 and len(wide) >= 10
     assert any(n % 4 for _, n in small) and any(n % 4 for _, n in wide)
+
+
+def test_the_exploration_leaves_out_what_the_census_finds_spilling():
+    """``FP32_DROP`` is the census's table of spilling plans, each one a plan the explorer would
+    otherwise time; the census covers every plan of the grid."""
+    table = CENSUS.read_text().split("| shape | dominated plan | why |")
+    spilling = [f"{row.split('|')[1].strip()}:{row.split('|')[2].strip()}" for row in table[1].splitlines()[2:] if row]
+    assert spilling and script_list("FP32_DROP") == spilling
+    for entry in spilling:
+        shape, plan = entry.split(":")
+        assert plan in forward_candidates(*map(int, shape.split("x")), 4)
+    censused = {tuple(row.split("|")[1:3]) for row in table[0].splitlines()[2:]}
+    for shape in GRID:
+        for plan in ["ours", *forward_candidates(*map(int, shape.split("x")), 4)]:
+            assert (f" {shape} ", f" {plan} ") in censused
 
 
 def test_the_exploration_is_bounded():
@@ -135,8 +150,19 @@ def test_fwd_plans_on_the_fp32_op_go_to_the_op_explorer(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setattr(explore, "explore_op", lambda *a: calls.append(a))
     argv = ["--op", "layernorm", "--fwd-plans", "--impls", "ours,inductor,copy", "--shapes", "128x1024,384x12800"]
-    explore.main([*argv, "--rounds", "2", "--iters", "7", "--out", str(tmp_path)])
-    assert calls == [("layernorm", ["128x1024", "384x12800"], ["ours", "inductor", "copy"], True, tmp_path, 2, 7)]
+    explore.main([*argv, "--rounds", "2", "--iters", "7", "--out", str(tmp_path), "--drop", "128x1024:held_t96_r1_c8_f"])
+    shapes, impls = ["128x1024", "384x12800"], ["ours", "inductor", "copy"]
+    assert calls == [("layernorm", shapes, impls, True, tmp_path, 2, 7, "128x1024:held_t96_r1_c8_f")]
+
+
+def test_planned_leaves_out_what_is_dropped():
+    from nsys_tools.kernels.layernorm_bf16 import OP as BF16
+
+    full = explore.planned(OP, ["384x12800", "128x1024"])
+    assert full == {"384x12800": fp32_candidates(384, 12800), "128x1024": fp32_candidates(128, 1024)}
+    less = explore.planned(OP, ["384x12800", "128x1024"], "384x12800:held_t800_c2,128x1024:held_t800_c2")
+    assert less["384x12800"] == [p for p in full["384x12800"] if p != "held_t800_c2"] and less["128x1024"] == full["128x1024"]
+    assert explore.planned(BF16, ["4096x4096"])["4096x4096"] == forward_candidates(4096, 4096, 2)
 
 
 def test_op_summary_picks_the_fastest_plan_and_control():
