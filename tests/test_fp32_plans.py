@@ -178,3 +178,19 @@ def test_op_summary_picks_the_fastest_plan_and_control():
     ]
     table = op_summary(rows, ["ours", "inductor", "liger", "copy"]).splitlines()
     assert table[2] == "| 128x1024 | 2.50 | held_t256_r1_c8_f | 1.50 | inductor | 2.00 | 1.25 | 0.750 | 1.250 | 1.200 |"
+
+
+@pytest.mark.parametrize("shape", ["128x1024", "200x2047", "384x12800", "1000x9001"])
+def test_the_prewarm_compiles_what_the_launchers_launch(monkeypatch, shape):
+    """The worker processes fill CuPy's kernel cache with the very instantiations the timed process
+    then asks for, from the file that holds each kernel."""
+    from nsys_tools.kernels import cuda, train_cuda
+
+    compiled = []
+    monkeypatch.setattr(explore, "compile_kernels", lambda names, source=cuda.SOURCE: compiled.append((names, source)))
+    m, n = map(int, shape.split("x"))
+    names = forward_candidates(m, n, 4)
+    for name in names:
+        explore._compile_one("layernorm", shape, name)
+    expected = [([kernel_of(p, m, n)], train_cuda.SOURCE if p.startswith("fwd_") else cuda.SOURCE) for p in names]
+    assert compiled == expected
