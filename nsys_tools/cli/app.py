@@ -12,7 +12,6 @@ from typing import Annotated
 
 import typer
 import typer.core
-from rich.console import Console
 
 from ..errors import BadExport, NsysToolsError, OutputError
 from ..escape import terminal
@@ -42,16 +41,29 @@ app = typer.Typer(
 )
 
 
-class _Lines(Console):
+class _Lines:
     """The console of ``Error:``, ``Warning:`` and ``Note:`` lines. Each text printed is made one
     safe terminal line (``escape.terminal``): a file name or a name from an export cannot send
-    escape sequences to the terminal or start a line of its own."""
+    escape sequences to the terminal or start a line of its own. Rich's console (``console``,
+    which progress bars draw on too) is made at the first line: a command that prints none does
+    not import it."""
+
+    def __init__(self) -> None:
+        self._console = None
+
+    @property
+    def console(self):
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)  # a path may hold ":name:"
+        return self._console
 
     def print(self, *objects, **kwargs) -> None:
-        super().print(*(terminal(o) if isinstance(o, str) else o for o in objects), **kwargs)
+        self.console.print(*(terminal(o) if isinstance(o, str) else o for o in objects), **kwargs)
 
 
-stderr = _Lines(stderr=True, soft_wrap=True, highlight=False, emoji=False)  # a path may hold ":name:"
+stderr = _Lines()
 
 
 _debug = {"on": False}

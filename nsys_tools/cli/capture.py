@@ -209,7 +209,7 @@ def _out(out: Path | None) -> Path:
 def _run_with_progress(runner, units: list[str]):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=stderr) as progress:
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=stderr.console) as progress:
         tasks = {unit: progress.add_task(f"{unit:>11} queued", total=3) for unit in units}
         runner.progress = _sweep_progress(progress, tasks)
         return runner.run()

@@ -8,14 +8,16 @@ from __future__ import annotations
 import copy
 import inspect
 from enum import Enum
-from typing import Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
-import click
 import typer
 import typer.core
 
 from .. import views
 from ..views.contract import Option, OptionError
+
+if TYPE_CHECKING:
+    import click
 
 PYTHON = {"int": int, "float": float, "str": str, "bool": bool}
 CLI_TYPE = {"us": float, "time": str}  # the flag's type where its text is parsed (Option.parse)
@@ -102,7 +104,7 @@ def flags_given(given: dict[str, Any]) -> list[str]:
 
 class Generated:
     """A command's callback whose signature is ``base``'s parameters (all but its ``**given``) and
-    ``extra()``'s, read each time the command is built: typer makes the flags from it."""
+    ``extra()``'s, read from the registry as it is when the command is built: typer makes the flags from it."""
 
     __annotations__ = {}  # typer reads no type hints beyond the signature's
 
@@ -110,9 +112,17 @@ class Generated:
         self.base, self.extra, self.choices = base, extra, choices
         self.__name__, self.__doc__, self.__module__ = base.__name__, base.__doc__, base.__module__
         self.__qualname__ = base.__qualname__
+        self._made: tuple[tuple, inspect.Signature] | None = None
 
     @property
     def __signature__(self) -> inspect.Signature:
+        """Made again when the registry has changed since it was last made (typer reads it twice a build)."""
+        registry = tuple(views.REGISTRY.values())
+        if self._made is None or self._made[0] != registry:
+            self._made = (registry, self._signature())
+        return self._made[1]
+
+    def _signature(self) -> inspect.Signature:
         own = inspect.signature(self.base, eval_str=True).parameters.values()
         params = []
         for p in own:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -316,8 +317,6 @@ def _issue(sweeps, demo, not_markdown, top, ledger, charts, chart_base_url, cont
 def _exports(inputs: list[Path], view: str, how: tuple, output, options: dict, read: dict):
     """The view's table over the exports, read ``how`` (the scheduler, --strict, --merge): the frame, the files
     read, those that failed, the output file."""
-    from rich.progress import Progress
-
     from ..read.inputs import expand_inputs
     from ..run.engine import connect
     from ..run.report import view_table
@@ -335,12 +334,14 @@ def _exports(inputs: list[Path], view: str, how: tuple, output, options: dict, r
     _stale_notes(files)
     target = _output(output, _read_by(files))
     failures: list[NsysToolsError] = []
-    with connect(scheduler) as engine, Progress(console=stderr, transient=True, disable=len(files) < 2) as bar:
-        task = bar.add_task("Reading exports" + (f" on {scheduler}" if scheduler else ""), total=len(files))
+    with (
+        connect(scheduler) as engine,
+        _progress(len(files), "Reading exports" + (f" on {scheduler}" if scheduler else "")) as moved,
+    ):
         frame = view_table(
             files,
             view,
-            progress=lambda done, total: bar.update(task, completed=done, total=total),
+            progress=moved,
             engine=engine,
             failures=failures if len(files) > 1 else None,
             accounting=None if view == "api" else counted,
@@ -370,6 +371,20 @@ def _exports(inputs: list[Path], view: str, how: tuple, output, options: dict, r
         )
         stderr.print(f"No rows: {why}.", markup=False)
     return frame, files, failures, target
+
+
+@contextmanager
+def _progress(total: int, label: str):
+    """A transient bar on stderr while several exports are read: the callback that moves it
+    (``progress(done, total)``). One export gets none, and rich's progress is not imported."""
+    if total < 2:
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=stderr.console, transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def _emit(frame, view: str | None, fmt: Format, parquet: bool, top: int | None, target: Path | None, chart) -> None:
