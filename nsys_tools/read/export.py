@@ -302,6 +302,7 @@ class Export:
     probe: bool = False  # every select reads no row: the frames' schemas, at no cost
     planned: PlannedReads | None = field(default=None, compare=False, repr=False)
     held: dict | None = field(default=None, compare=False, repr=False)
+    bounds: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # ``rows``, each table's read once
 
     def zero_rows(self) -> Export:
         """This export as one whose every ``select`` reads no row (``Trace`` finds its frames'
@@ -327,9 +328,12 @@ class Export:
         return _connect(self.path)
 
     def rows(self, table: str) -> int:
-        """An upper bound on the rows of ``table`` (its largest rowid), without a scan."""
-        with reading(self.source), self.connect() as con:
-            return con.execute(f"SELECT coalesce(max(rowid), 0) FROM {ident(table)}").fetchone()[0]
+        """An upper bound on the rows of ``table`` (its largest rowid), without a scan; read once
+        for this export and those ``replace``d from it, as its tables are."""
+        if table not in self.bounds:
+            with reading(self.source), self.connect() as con:
+                self.bounds[table] = con.execute(f"SELECT coalesce(max(rowid), 0) FROM {ident(table)}").fetchone()[0]
+        return self.bounds[table]
 
     def windows(self, tables: Iterable[str], rows: int) -> list[Export]:
         """This export as n windows (``window`` = (k, n)), n chosen so that no window holds more
