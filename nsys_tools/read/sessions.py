@@ -80,9 +80,11 @@ def placed(path: Path, nsys=None, reexport: bool = False) -> Span | None:
 def runs(files: Sequence[Path], nsys=None, reexport: bool = False) -> list[list[Path]]:
     """``files`` as runs: groups of exports whose wall-clock capture spans overlap, in order of
     start (each group in the order given); one group where an export cannot be placed."""
-    spans = [placed(f, nsys, reexport) for f in files]
-    if len(files) < 2 or any(s is None for s in spans):
+    if len(files) < 2:  # one run, unread
         return [list(files)] if files else []
+    spans = [placed(f, nsys, reexport) for f in files]
+    if any(s is None for s in spans):
+        return [list(files)]
     groups: list[list[Span]] = []
     end = None
     for s in sorted(spans, key=lambda s: (s.start_ns, s.end_ns)):
