@@ -11,8 +11,10 @@ the lineage (reports/matmul-variants.md):
   warp groups; bf16 128 x 256 tiles, tf32 256 x 128 (C^T = B^T A^T); ``wgmma_n128``: 128-wide
   tiles; ``wgmma_persistent``: one block per SM looping over tiles (bf16 also keeps one wgmma
   batch in flight); ``wgmma_tma_store`` (bf16): persistent, C stored through shared memory by TMA;
-- ``ours``: the dispatcher: a wgmma plan 256 or 192 wide, by how full the last wave of tiles
-  is (``wave_rule``), where TMA can read the operands, else ``mma``.
+- ``ours``: the dispatcher: where TMA can read the operands, the 256-wide wgmma plan measured
+  fastest on the H200, else ``mma``;
+- ``ours_wave``: the candidate dispatcher the next GPU run decides on: ``ours``, with the tile
+  width 256 or 192 by how full the last wave of tiles is (``wave_rule``).
 
 Explicit plans for exploring: ``wgmma_n<128|192|256>_s<stages>[_k1|_k2][_e][_p]`` (bf16: BN
 columns of C per tile, tf32: that many rows; ``_k1`` one wgmma group kept in flight (tf32: one k
@@ -51,7 +53,8 @@ VARIANTS = {
     "wgmma_n128": "the wgmma kernel on 128-wide tiles (bf16 128 x 128, tf32 128 x 128), 6 stages",
     "wgmma_persistent": "wgmma, one block per SM looping over tiles; bf16 keeps one wgmma batch in flight",
     "wgmma_tma_store": "bf16: persistent wgmma, 3 stages, C through stmatrix into shared memory, out by TMA during the next tile",
-    "ours": "dispatcher: wgmma on 256- or 192-wide tiles by how full their last wave is, mma.sync where TMA cannot read",
+    "ours": "dispatcher: wgmma on 256-wide tiles, mma.sync where TMA cannot read",
+    "ours_wave": "candidate dispatcher, not yet timed: ours with 256- or 192-wide tiles by how full their last wave is",
 }
 # Named variants as explicit plans, per precision; "ours" picks among them (see ``dispatch``).
 NAMED_PLANS = {
@@ -191,13 +194,14 @@ def wave_rule(m: int, n: int, dtype: str, sms: int) -> int:
     return 192 if narrow > WAVE_GAIN * wide else 256
 
 
-def dispatch(m: int, n: int, ops: Operands) -> str:
-    """The plan ``ours`` runs: where TMA can read the operands (sm_90, aligned), the wgmma plan
-    of the width ``wave_rule`` picks, else the mma.sync kernel (which loads unaligned rows
-    element by element). See reports/matmul-variants.md."""
+def dispatch(m: int, n: int, ops: Operands, waves: bool = False) -> str:
+    """The plan ``ours`` runs: where TMA can read the operands (sm_90, aligned), the 256-wide
+    wgmma plan, else the mma.sync kernel (which loads unaligned rows element by element). See
+    reports/matmul-variants.md. ``waves``: the width ``wave_rule`` picks (``ours_wave``), which no
+    GPU has timed yet."""
     if not ops.tma_ok():
         return NAMED_PLANS["mma"][ops.dtype]
-    return WIDE_PLANS[ops.dtype][wave_rule(m, n, ops.dtype, ops.sms)]
+    return WIDE_PLANS[ops.dtype][wave_rule(m, n, ops.dtype, ops.sms) if waves else 256]
 
 
 def plan(variant: str, m: int, n: int, k: int, ops: Operands) -> Plan:
@@ -207,7 +211,10 @@ def plan(variant: str, m: int, n: int, k: int, ops: Operands) -> Plan:
         raise UnsupportedShape(None, f"matmul needs M, N, K >= 1, got {m}x{n}x{k}")
     if variant in NAMED_PLANS and ops.dtype not in NAMED_PLANS[variant]:
         raise UnsupportedShape(None, f"{variant} has no {ops.dtype} plan", f"choose from {', '.join(variants(ops.dtype))}")
-    name = dispatch(m, n, ops) if variant == "ours" else NAMED_PLANS[variant][ops.dtype] if variant in NAMED_PLANS else variant
+    if variant in ("ours", "ours_wave"):
+        name = dispatch(m, n, ops, waves=variant == "ours_wave")
+    else:
+        name = NAMED_PLANS[variant][ops.dtype] if variant in NAMED_PLANS else variant
     if name == "simt":
         return Plan(f"mm_simt<{CXX_TYPE[ops.dtype]}, 128, 128, 8, 8, 8>", _tiles(m, n, 128, 128), 256, aligned=ops.aligned)
     if MMA_NAME.match(name):

@@ -45,9 +45,9 @@ FP32_DROP=256x768:held_t96_r1_c8_f,333x1000:held_t64_r4_c8_f,768x1280:held_t160_
 # round-to-round spread at the MLP shapes was 3-5%. The 128-wide plans (0.6-0.8x, rejected twice)
 # are left out but for wgmma_n128_s5_k1_e_p, the best plan at 3072^3 in the last run.
 MM_EXPLORE=$MM,2048x1536x8192,1024x1024x8192
-MM_BF16=torch,ours,wgmma_n256_s3_e_p,wgmma_n256_s4,wgmma_n256_s4_k1_p,wgmma_n256_s3_k1_e_p,wgmma_n128_s5_k1_e_p,\
+MM_BF16=torch,ours,ours_wave,wgmma_n256_s3_e_p,wgmma_n256_s4,wgmma_n256_s4_k1_p,wgmma_n256_s3_k1_e_p,wgmma_n128_s5_k1_e_p,\
 wgmma_n192_s4_e_p,wgmma_n192_s4_k1_e_p,wgmma_n192_s5_p,wgmma_n192_s5_k1_p
-MM_TF32=torch,ours,wgmma_n256_s4,wgmma_n256_s4_p,wgmma_n256_s4_k1,wgmma_n256_s4_k1_p,\
+MM_TF32=torch,ours,ours_wave,wgmma_n256_s4,wgmma_n256_s4_p,wgmma_n256_s4_k1,wgmma_n256_s4_k1_p,\
 wgmma_n192_s5,wgmma_n192_s5_k1,wgmma_n192_s5_k2,wgmma_n192_s5_k2_p
 case $step in
   tests) python3 -m pytest -q -o addopts="" -p no:cacheprovider -m gpu tests/test_kernels_gpu.py tests/test_matmul_gpu.py \
