@@ -10,7 +10,7 @@ set -uo pipefail
 step=$1 commit=$2 out=$3
 stamp=$(date -u +%Y%m%d-%H%M%S)
 mkdir -p "$out/sweeps"
-sweep() { python3 -m nsys_tools capture sweep --nsys "$NSYS" --commit "$commit" "$@"; }
+sweep() { python3 -m nsys_tools capture sweep --nsys "$NSYS" --commit "$commit" --prepare-jobs 8 "$@"; }
 # 32 bf16 shapes: rows 512 to 16384 wide, widths that are not multiples of 8 (4099, 1537, 1030, 513),
 # 128 to 65536 rows; the three shapes issue 35 names and the ones the last pass left behind.
 GRID=512x2048,256x4096,1024x768,1000x1537,512x8192,1024x16384,333x5000,128x12800,\
