@@ -40,21 +40,6 @@ from pathlib import Path
 from . import exports
 
 ROOT = exports.ROOT
-VIEWS = (
-    "api",
-    "gaps",
-    "hist",
-    "idle",
-    "launch",
-    "memops",
-    "nccl",
-    "overlap",
-    "pace",
-    "ranges",
-    "stragglers",
-    "sync",
-    "utilization",
-)
 
 
 @dataclass(frozen=True)
