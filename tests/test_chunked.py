@@ -138,7 +138,7 @@ def test_the_cut_does_not_depend_on_the_cores(tiny, monkeypatch):
 @pytest.mark.slow
 def test_ordered_views_are_folded_in_slices(tiny, monkeypatch):
     """The ordered views' rows go through many slices of time, each carrying the last."""
-    assert set(views.ORDERED) == {"ranges", "gaps", "utilization", "idle", "overlap"} and not set(views.ORDERED) & set(
+    assert set(views.ORDERED) == {"ranges", "gaps", "utilization", "idle", "overlap", "steps"} and not set(views.ORDERED) & set(
         views.SPLITTABLE
     )
     folds = {"ranges": 0, "gaps": 0, "utilization": 0}
@@ -153,6 +153,48 @@ def test_ordered_views_are_folded_in_slices(tiny, monkeypatch):
         monkeypatch.setattr(module, "window", count)
         in_pieces(open_export(SRC), view, (), {})
     assert folds["ranges"] >= 3 and folds["gaps"] > 5 and folds["utilization"] > 5
+
+
+STEPS = [
+    ("train-loop", {}),
+    ("train-loop", {"window": WindowSpec(within="*step*", skip_first=3)}),
+    ("multi-gpu", {"window": WindowSpec(within="step=*#2")}),
+    ("doubled-launch", {"flops_per_step": 1e12}),
+    ("sweep-4096x768", {}),
+    ("no-nvtx", {}),
+]
+
+
+@pytest.mark.parametrize("name, options", STEPS, ids=[f"{n}-{len(o)}" for n, o in STEPS])
+@pytest.mark.slow
+def test_steps_folded_in_slices_are_the_steps_of_the_whole(tiny, monkeypatch, tmp_path, name, options):
+    """Steps from NVTX ranges (named like steps, or a repeating range), in a window, and from the
+    kernel sequence (every operation kept, then folded as one slice): many slices of time, the
+    same table as read whole, to the last nanosecond of every figure."""
+    from .torch_train import exports as torch_exports
+
+    if name == "no-nvtx":
+        path = torch_exports(tmp_path)["a"]
+        with sqlite3.connect(path) as con:
+            con.execute("DELETE FROM NVTX_EVENTS")
+        con.close()
+    else:
+        path = FIXTURES / "train-loop" / "train-loop-nsys2025.3.sqlite" if name == "train-loop" else EXPORTS[name]
+    ex = open_export(path)
+    module, slices = views.get("steps"), []
+    fold = module.window
+
+    def count(rows, keys, state, **given):
+        slices.append(rows.height)
+        return fold(rows, keys, state, **given)
+
+    monkeypatch.setattr(module, "window", count)
+    expected = whole(ex, "steps", (), options)
+    assert len(slices) == 1 + (name == "no-nvtx")  # read whole: one slice (the kept operations, again)
+    slices.clear()
+    assert expected.height >= 2 and expected["busy_ns"].sum() > 0
+    assert_frame_equal(in_pieces(ex, "steps", (), options), expected)
+    assert len(slices) - (name == "no-nvtx") >= 4
 
 
 def test_a_gap_across_slices_is_the_gap_of_the_whole(monkeypatch):
@@ -206,6 +248,48 @@ def test_busy_time_across_slices_is_the_union_of_the_whole():
     got = ranges.close(state, [side.collect()], []).collect()
     assert_frame_equal(got, ranges.partial(pairs.lazy(), []).collect(), check_column_order=False)
     assert state.held["busy_ns"].to_list() == [450] and state.held["ops"].to_list() == [3]
+
+
+def test_a_steps_busy_time_across_slices_is_the_union_of_the_whole():
+    """A kernel of the first slice runs on into the second, under its kernels: each step counts
+    the overlap once, at each level (compute, NCCL, copies)."""
+    steps = views.get("steps")
+    n = 5
+    ops = pl.DataFrame(
+        {
+            "gpu_id": [0] * n,
+            "gpu_name": ["G"] * n,
+            "pid": [1] * n,
+            "kind": ["kernel"] * 4 + ["memcpy"],
+            "name": ["a", "b", "c", "ncclKernel", "copy"],
+            "start_ns": [50, 100, 1_200, 1_600, 1_900],
+            "end_ns": [1_500, 200, 1_700, 1_800, 2_100],
+            "global_tid": [1] * n,
+            "api_name": ["cudaLaunchKernel"] * 4 + ["cudaMemcpyAsync"],
+            "api_start_ns": [40, 90, 1_100, 1_500, 1_850],
+            "api_end_ns": [45, 95, 1_150, 1_550, 1_860],
+        }
+    )
+    side = pl.DataFrame(
+        {
+            "side": ["step", "step", "range", "clock"],
+            "pid": [1, 1, 1, None],
+            "step": [1, 2, None, None],
+            "name": ["step", "step", None, None],
+            "a": [0, 1_000, 0, 0],
+            "b": [1_000, 2_000, None, None],
+            "source": ["s", "s", None, None],
+        }
+    )
+    rows = pl.concat([ops, pl.DataFrame(schema=steps.SIDE), side], how="diagonal_relaxed")  # as read gives them
+    ops, side = steps.split(rows.lazy(), [])
+    ops, sides = ops.collect(), [side.collect()]
+    state = steps.window(ops[:2], [], steps.start(sides, []))
+    state = steps.window(ops[2:], [], state)
+    got = steps.close(state, sides, []).collect()
+    assert_frame_equal(got, steps.partial(rows.lazy(), []).collect())
+    assert got["busy_ns"].to_list() == [950, 900] and got["compute_ns"].to_list() == [950, 700]
+    assert got["nccl_exposed_ns"].to_list() == [0, 100] and got["memory_ns"].to_list() == [0, 100]
 
 
 @pytest.mark.slow
@@ -401,8 +485,8 @@ SUMMARY_VIEWS = [
 @pytest.mark.slow
 def test_views_that_read_the_same_tables_read_them_once(tiny, monkeypatch, name):
     """summary's views of one export: the five that read its operations and their launch calls
-    share one read of the large tables, sync (every API call) has its own, steps is read whole;
-    each table is the view's own (read alone, in the whole trace), and the accounting comes from
+    share one read of the large tables (steps folded in time order, like idle), sync (every API
+    call) has its own; each table is the view's own (read alone, in the whole trace), and the accounting comes from
     the first pass."""
     from nsys_tools.read import accounted
 

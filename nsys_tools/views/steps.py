@@ -32,12 +32,23 @@ median step; the rest are ``steady``; a steady step taking more than ``slow`` ti
 steady median is ``slow``. With ``flops_per_step`` (per rank), ``tflops`` is the achieved rate and
 ``mfu_pct`` its share of the GPU's peak (``peak_tflops``, or the dense BF16 datasheet peak of a known
 GPU: ``PEAKS``); a GPU without a known peak is refused rather than guessed.
+
+**Reading.** An export of any size is folded in slices of its operations in order of start time
+(``chunked.py``), as ``idle`` and ``utilization`` are: the steps NVTX ranges mark, the blocking
+calls and each rank's first range are side rows, found before the fold and given to it at its
+start (``start``); each slice adds its union pieces and its idle intervals, clipped to each step,
+to sums per step, device and figure (``window``), carrying the end of each union and the
+operation holding each device busy, and ``close`` merges them. A rank's setup starts at its
+first launch, operation, blocking call or range, known only at the end: every interval clipped
+to it starts there or later, so its figures do not depend on it (``setups``). Steps from the
+kernel sequence need the names of a device's kernels in order: an export with no step-like NVTX
+ranges (and no ``step`` given) keeps every operation through the fold and is read whole.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -45,12 +56,14 @@ from ..errors import UsageError
 from ..read.step_ranges import from_ranges, numbered
 from . import View
 from . import utilization as U
-from .contract import OptionError, option
-from .idle import BLOCKING_LIKE, blocking, classify, gaps_of
+from .contract import Fold, OptionError, option
+from .gaps import holding
+from .idle import BLOCKING_LIKE, CALL, Passed, blocking, classify, gaps_of, near
 
 VIEW = View(
     "steps",
     "per rank, device and step: busy, compute, NCCL exposed, memory, idle by cause, phase",
+    ordered=True,
     rows="rank, device and step: busy, compute, NCCL exposed, memory, idle by cause, phase, MFU",
 )
 
@@ -136,6 +149,22 @@ OP_COLUMNS = [
     "api_end_ns",
 ]
 
+# The side rows (``read``): which (``side``), and their columns.
+SIDE = {
+    "side": pl.String,
+    "pid": pl.Int64,
+    "step": pl.Int64,
+    "name": pl.String,
+    "a": pl.Int64,
+    "b": pl.Int64,
+    "source": pl.String,
+    "global_tid": pl.Int64,
+    "call": pl.String,
+    "call_start_ns": pl.Int64,
+    "call_end_ns": pl.Int64,
+    "call_id": pl.Int64,
+}
+
 
 def peak(gpu_name: str | None) -> float | None:
     return next((p for key, p in PEAKS if gpu_name and key in gpu_name), None)
@@ -195,73 +224,224 @@ def clip(intervals: pl.LazyFrame, windows: pl.DataFrame, keep: Sequence[str]) ->
 
 
 def read(trace, by: Sequence[str], *, step: str = "") -> pl.LazyFrame:
-    """Each step's figures on each device of its rank (before phases, skew and rates)."""
+    """The GPU operations of known processes, each with its launch call; and, as side rows (no
+    ``start_ns``, ``side`` saying which): the steps NVTX ranges mark (``step``), or where none
+    are and ``step`` is not given a row asking for steps from kernels (``kernels``); the window's
+    bounds (``window``); each process's first NVTX range (``range``); the blocking calls
+    (``call``); and the session's clock (``clock``)."""
     step = step or None
-    ops = trace.gpu_ops(attributed=True, ranges=False, columns=OP_COLUMNS).collect()
-    ops = ops.with_columns(pl.col(pl.Categorical).cast(pl.String), pl.col("pid").cast(pl.Int64)).filter(
-        pl.col("pid").is_not_null()
-    )
+    ops = trace.gpu_ops(attributed=True, ranges=False, columns=OP_COLUMNS)
+    ops = ops.with_columns(pl.col(pl.Categorical).cast(pl.String), pl.col("pid").cast(pl.Int64))
+    ops = ops.filter(pl.col("pid").is_not_null()).select(OP_COLUMNS)
     ranges = trace.ranges(columns=["pid", "range", "start_ns", "end_ns"]).collect().with_columns(pl.col("pid").cast(pl.Int64))
     steps = from_ranges(ranges, step)
+    bounds = None if trace.window is None else window_bounds(trace.window)
+    if steps is not None and bounds is not None:
+        steps = inside(steps, bounds)
+    sides = [pl.DataFrame(schema=SIDE)]
     if steps is None and step is None:
-        steps = from_kernels(ops)
-    if steps is not None and trace.window is not None:
-        steps = inside(steps, trace.window)
-    if steps is None or steps.is_empty() or ops.is_empty():
-        return pl.LazyFrame(schema={c: pl.Int64 for c in ("pid", "gpu_id", "step")})
-    calls = trace.api(columns=["pid", "global_tid", "name", "start_ns", "end_ns"], like=BLOCKING_LIKE).collect()
-    calls = calls.filter(blocking(pl.col("name"))).with_columns(pl.col("pid").cast(pl.Int64))
-    first = pl.concat(
-        [
-            ops.select("pid", t=pl.min_horizontal("start_ns", "api_start_ns")),
-            ranges.select("pid", t="start_ns"),
-            calls.select("pid", t="start_ns"),
-        ]
-    )
-    first = first.group_by("pid").agg(t=pl.col("t").min())
-    setup = steps.filter((pl.col("step") == 1) & (trace.window is None)).join(first, on="pid")
-    setup = setup.filter(pl.col("t") < pl.col("start_ns"))
-    setup = setup.select(
-        "pid", step=pl.lit(0, pl.Int64), name=pl.lit("(setup)"), start_ns="t", end_ns="start_ns", source="source"
-    )
-    windows = pl.concat([setup, steps]).sort("pid", "start_ns").with_row_index("w").with_columns(pl.col("w").cast(pl.Int64))
-    windows = windows.rename({"start_ns": "a", "end_ns": "b"})
+        sides.append(pl.DataFrame({"side": ["kernels"]}))
+    elif steps is not None:
+        sides.append(
+            steps.select(side=pl.lit("step"), pid="pid", step="step", name="name", a="start_ns", b="end_ns", source="source")
+        )
+    if bounds is not None:
+        sides.append(bounds.select(side=pl.lit("window"), pid="pid", a="lo", b="hi"))
+    sides.append(ranges.group_by("pid").agg(a=pl.col("start_ns").min()).with_columns(side=pl.lit("range")))
     clock = trace.session().get("start_utc_ns")  # ranks in exports of their own share the wall clock, not the time base
-    return figures(ops, calls, windows).with_columns(clock_ns=pl.lit(clock if isinstance(clock, int) else 0, pl.Int64)).lazy()
+    sides.append(pl.DataFrame({"side": ["clock"], "a": [clock if isinstance(clock, int) else 0]}))
+    calls = trace.api(columns=["pid", "global_tid", "name", "start_ns", "end_ns", "correlation_id"], like=BLOCKING_LIKE)
+    calls = calls.filter(blocking(pl.col("name"))).select(
+        side=pl.lit("call"),
+        pid=pl.col("pid").cast(pl.Int64),
+        global_tid="global_tid",
+        call=pl.col("name").cast(pl.String),
+        call_start_ns="start_ns",
+        call_end_ns="end_ns",
+        call_id="correlation_id",  # two calls alike in all else stay two (side rows of the pieces are kept once)
+    )
+    side = pl.concat([pl.concat(sides, how="diagonal_relaxed").lazy(), calls], how="diagonal_relaxed")
+    return pl.concat([ops, side], how="diagonal_relaxed")
 
 
-def inside(steps: pl.DataFrame, window) -> pl.DataFrame:
-    """The steps that overlap ``window`` (each rank's own, where it has them), numbered as in the whole run."""
-    if not window.ranks:
-        return steps.filter((pl.col("start_ns") < window.end_ns) & (pl.col("end_ns") > window.start_ns))
-    own = [((g >> 24) & 0xFFFFFF, lo, hi) for g, lo, hi in window.ranks]
-    bounds = pl.DataFrame(own, schema={"pid": pl.Int64, "lo": pl.Int64, "hi": pl.Int64}, orient="row")
+def window_bounds(window) -> pl.DataFrame:
+    """A window's bounds as rows ``pid, lo, hi``: one per rank that has its own, else one for
+    every process (``pid`` null)."""
+    own = [((g >> 24) & 0xFFFFFF, lo, hi) for g, lo, hi in window.ranks] or [(None, window.start_ns, window.end_ns)]
+    return pl.DataFrame(own, schema={"pid": pl.Int64, "lo": pl.Int64, "hi": pl.Int64}, orient="row")
+
+
+def inside(steps: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
+    """The steps that overlap the window's ``bounds`` (``window_bounds``: each rank's own, where
+    it has them), numbered as in the whole run."""
+    if bounds["pid"].is_null().all():
+        _, lo, hi = bounds.row(0)
+        return steps.filter((pl.col("start_ns") < hi) & (pl.col("end_ns") > lo))
     steps = steps.join(bounds, on="pid")
     return steps.filter((pl.col("start_ns") < pl.col("hi")) & (pl.col("end_ns") > pl.col("lo"))).drop("lo", "hi")
 
 
-def figures(ops: pl.DataFrame, calls: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+def split(rows: pl.LazyFrame, keys: Sequence[str]) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """The operations, to be ordered by ``start_ns``, and the side rows (``read``)."""
+    ops = rows.filter(pl.col("start_ns").is_not_null()).select(OP_COLUMNS)
+    side = rows.filter(pl.col("start_ns").is_null()).select(pl.col(c).cast(t) for c, t in SIDE.items())
+    return ops, side
+
+
+@dataclass
+class StepsFold(Fold):
+    """The fold's state: the slices' sums per window, device and figure (``found``); the
+    operation holding each device busy and the end of each union so far (``held``); the windows
+    (``windows``: the steps, and each rank's setup before its first step, its start not yet
+    known); the blocking calls in order of start and those passed (``idle.near``); each slice's
+    devices and each rank's first operation (``seen``); where the steps come from kernels, every
+    operation (``kept``); and the options of ``partial``."""
+
+    windows: pl.DataFrame | None = None
+    calls: pl.DataFrame | None = None
+    passed: Passed | None = None
+    seen: pl.DataFrame | None = None
+    kept: list | None = None
+    options: dict = field(default_factory=dict)
+
+
+def _sides(sides: list) -> pl.DataFrame:
+    return pl.concat(sides, how="vertical_relaxed") if sides else pl.DataFrame(schema=SIDE)
+
+
+def start(sides: list, keys: Sequence[str]) -> StepsFold:
+    """The fold's first state, from the side rows: the windows of the steps NVTX ranges mark
+    (none where they come from kernels: the operations are then kept), the blocking calls."""
+    side = _sides(sides)
+    calls = side.filter(pl.col("side") == "call").select(*CALL).sort("call_start_ns", "global_tid", "call_end_ns", "call")
+    state = StepsFold(calls=calls, passed=Passed(0, calls.clear()))
+    if (side["side"] == "kernels").any():
+        state.kept = []
+    else:
+        steps = side.filter(pl.col("side") == "step")
+        steps = steps.select("pid", "step", "name", start_ns="a", end_ns="b", source="source")
+        state.windows = windows_of(steps, (side["side"] == "window").any())
+    return state
+
+
+# The start of a rank's setup until the fold has seen its first operation: before everything.
+EARLIEST = -(2**63)
+
+
+def windows_of(steps: pl.DataFrame, windowed: bool) -> pl.DataFrame:
+    """The steps, and (outside a window) each rank's setup before its first step, as windows
+    ``pid, w, step, name, a, b, source``; the setups start at ``EARLIEST`` (``setups``)."""
+    setup = steps.filter((pl.col("step") == 1) & (not windowed))
+    setup = setup.select(
+        "pid",
+        step=pl.lit(0, pl.Int64),
+        name=pl.lit("(setup)"),
+        start_ns=pl.lit(EARLIEST, pl.Int64),
+        end_ns="start_ns",
+        source="source",
+    )
+    windows = pl.concat([setup, steps]).sort("pid", "start_ns").with_row_index("w").with_columns(pl.col("w").cast(pl.Int64))
+    return windows.rename({"start_ns": "a", "end_ns": "b"})
+
+
+def setups(windows: pl.DataFrame, first: pl.DataFrame) -> pl.DataFrame:
+    """``windows`` with each setup starting at its rank's first launch call, GPU operation,
+    blocking call or NVTX range (``first``: ``pid, t``), and none where that is not before the
+    first step. Every interval the fold clipped starts at or after it: the setup's figures are
+    the same as if it had started there."""
+    setup = pl.col("step") == 0
+    windows = windows.join(first, on="pid", how="left")
+    windows = windows.filter(~setup | (pl.col("t") < pl.col("b")))
+    return windows.with_columns(a=pl.when(setup).then("t").otherwise("a")).drop("t")
+
+
+def window(
+    rows: pl.DataFrame,
+    keys: Sequence[str],
+    state: StepsFold,
+    *,
+    warmup: float = WARMUP,
+    slow: float = SLOW,
+    flops_per_step: float = 0.0,
+    peak_tflops: float = 0.0,
+) -> StepsFold:
+    """One slice of the operations, after the previous slices': its union pieces and its idle
+    intervals (classified as ``idle`` does), clipped to each window, summed per window, device
+    and figure (with the longest idle interval of each), added to ``state`` (``start``)."""
+    state.options = {"warmup": warmup, "slow": slow, "flops_per_step": flops_per_step, "peak_tflops": peak_tflops}
+    ops = rows.with_columns(pl.col(pl.Categorical).cast(pl.String))
+    if state.kept is not None:  # steps from the kernels' order: every operation is needed first
+        state.kept.append(ops)
+        return state
+    if state.windows is None or state.windows.is_empty() or ops.is_empty():
+        return state
+    windows, (holder, carried) = state.windows, state.held or (None, None)
     lazy = ops.lazy().with_columns(cls=U.op_class(pl.col("kind"), pl.col("name")))
     parts = []
     for level, column in enumerate(("l0", "l1", "l2")):
-        pieces = U.union_pieces(lazy, LINE, level, None)
+        pieces = U.union_pieces(lazy, LINE, level, None if carried is None else carried.lazy())
         parts.append(clip(pieces, windows, ["gpu_id"]).with_columns(what=pl.lit(column)))
-    gaps = classify(gaps_of(lazy, LINE), _sorted_calls(calls))
+    ends = pl.concat([lazy.filter(U.in_level(level)).with_columns(level=pl.lit(level, pl.Int8)) for level in range(3)])
+    ends = ends.group_by(*LINE, "level").agg(carry_ns=pl.col("end_ns").max())
+    if carried is not None:
+        ends = pl.concat([carried.lazy(), ends]).group_by(*LINE, "level").agg(pl.col("carry_ns").max())
+    # The operation holding each device busy closes the slice's first gap (``gaps``).
+    both = ops if holder is None else pl.concat([holder, ops], how="vertical_relaxed")
+    first, last = both.select(first=pl.col("start_ns").min() - 1, last=pl.col("start_ns").max()).row(0)
+    calls, passed = near(state.calls, state.passed, first, last)
+    gaps = classify(gaps_of(both.lazy(), LINE), calls)
     gaps = gaps.select("pid", "gpu_id", lo="gap_start_ns", hi="gap_end_ns", what=pl.lit("idle_") + pl.col("cause") + "_ns")
     parts.append(clip(gaps, windows, ["gpu_id", "what"]))
     grouped = pl.concat(parts, how="diagonal_relaxed").group_by("w", "gpu_id", "what")
-    sums = grouped.agg(pl.col("ns").sum(), longest=pl.col("ns").max()).collect()
+    state.found.append(grouped.agg(pl.col("ns").sum(), longest=pl.col("ns").max()).collect())
+    seen = ops.group_by("pid", "gpu_id", "gpu_name").agg(t=pl.min_horizontal("start_ns", "api_start_ns").min())
+    seen = seen if state.seen is None else pl.concat([state.seen, seen])
+    state.seen = seen.group_by("pid", "gpu_id", "gpu_name").agg(pl.col("t").min())
+    state.held, state.passed = (holding(both, LINE), ends.collect()), passed
+    return state
+
+
+def close(state: StepsFold, sides: list, keys: Sequence[str]) -> pl.LazyFrame:
+    """Each step's figures on each device of its rank, from the slices' sums, with the phases'
+    thresholds and the rate's inputs (``rated``)."""
+    side = _sides(sides)
+    if state.kept is not None and state.kept:
+        ops = pl.concat(state.kept, how="vertical_relaxed")
+        steps = from_kernels(ops)
+        bounds = side.filter(pl.col("side") == "window").select("pid", lo="a", hi="b")
+        if steps is not None and bounds.height:
+            steps = inside(steps, bounds)
+        fresh = StepsFold(calls=state.calls, passed=Passed(0, state.calls.clear()))
+        fresh.windows = None if steps is None else windows_of(steps, bounds.height > 0)
+        state = window(ops, keys, fresh, **state.options)
+    if state.seen is None or state.windows is None or state.windows.is_empty():
+        return pl.LazyFrame(schema={c: pl.Int64 for c in ("pid", "gpu_id", "step")})
+    calls = side.filter(pl.col("side") == "call")
+    first = pl.concat(
+        [
+            state.seen.select("pid", "t"),
+            side.filter(pl.col("side") == "range").select("pid", t="a"),
+            calls.select("pid", t="call_start_ns"),
+        ]
+    )
+    windows = setups(state.windows, first.group_by("pid").agg(pl.col("t").min()))
+    sums = pl.concat(state.found).group_by("w", "gpu_id", "what").agg(pl.col("ns").sum(), pl.col("longest").max())
+    devices = state.seen.select("pid", "gpu_id", "gpu_name").unique()
+    clock = side.filter(pl.col("side") == "clock")["a"]
+    rows = figures(sums, devices, calls.select("pid", lo="call_start_ns", hi="call_end_ns"), windows)
+    return rated(rows.with_columns(clock_ns=pl.lit(clock[0] if clock.len() else 0, pl.Int64)).lazy(), **state.options)
+
+
+def figures(sums: pl.DataFrame, devices: pl.DataFrame, calls: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """The rows of the table before phases, skew and rates: each window on each device of its
+    rank, from the sums per window, device and figure (``sums``: ``w, gpu_id, what, ns,
+    longest``) and the blocking calls (``pid, lo, hi``)."""
     wide = sums.pivot(on="what", index=["w", "gpu_id"], values="ns")
     for column in ("l0", "l1", "l2", *(f"idle_{c}_ns" for c in CAUSES)):
         if column not in wide.columns:
             wide = wide.with_columns(pl.lit(0, pl.Int64).alias(column))
-    devices = ops.select("pid", "gpu_id", "gpu_name").unique()
     rows = windows.join(devices, on="pid").join(wide, on=["w", "gpu_id"], how="left").fill_null(0)
-    blocked = (
-        clip(calls.lazy().select("pid", lo="start_ns", hi="end_ns"), windows, [])
-        .group_by("w")
-        .agg(host_blocked_ns=pl.col("ns").sum())
-    )
+    blocked = clip(calls.lazy(), windows, []).group_by("w").agg(host_blocked_ns=pl.col("ns").sum())
     rows = rows.join(blocked.collect(), on="w", how="left").with_columns(pl.col("host_blocked_ns").fill_null(0))
     longest = sums.filter(pl.col("what") == "idle_host_ns").select("w", "gpu_id", idle_host_longest_ns="longest")
     rows = rows.join(longest, on=["w", "gpu_id"], how="left").with_columns(pl.col("idle_host_longest_ns").fill_null(0))
@@ -290,11 +470,6 @@ def figures(ops: pl.DataFrame, calls: pl.DataFrame, windows: pl.DataFrame) -> pl
     )
 
 
-def _sorted_calls(calls: pl.DataFrame) -> pl.DataFrame:
-    out = calls.select("global_tid", call=pl.col("name").cast(pl.String), call_start_ns="start_ns", call_end_ns="end_ns")
-    return out.sort("call_start_ns", "global_tid", "call_end_ns", "call")
-
-
 def partial(
     rows: pl.LazyFrame,
     keys: Sequence[str],
@@ -304,7 +479,22 @@ def partial(
     flops_per_step: float = 0.0,
     peak_tflops: float = 0.0,
 ) -> pl.LazyFrame:
-    """The export's steps, carrying the thresholds and the rate's inputs for ``finalize``."""
+    """The export's steps: the fold over one slice holding every operation."""
+    ops, side = split(rows, keys)
+    sides = [side.collect()]
+    options = {"warmup": warmup, "slow": slow, "flops_per_step": flops_per_step, "peak_tflops": peak_tflops}
+    return close(window(ops.collect(), keys, start(sides, keys), **options), sides, keys)
+
+
+def rated(
+    rows: pl.LazyFrame,
+    *,
+    warmup: float = WARMUP,
+    slow: float = SLOW,
+    flops_per_step: float = 0.0,
+    peak_tflops: float = 0.0,
+) -> pl.LazyFrame:
+    """The steps' rows, carrying the thresholds and the rate's inputs for ``finalize``."""
     flops_per_step, peak_tflops = flops_per_step or None, peak_tflops or None
     if flops_per_step is not None and peak_tflops is None:
         names = rows.select("gpu_name").unique().collect().to_series().drop_nulls().to_list()
@@ -315,8 +505,6 @@ def partial(
                 f"no known peak for {unknown[0]!r}, so no MFU",
                 f"give --peak-tflops (known: {', '.join(k for k, _ in PEAKS)})",
             )
-    if "gpu_name" not in rows.collect_schema().names():
-        return rows
     peaks = pl.col("gpu_name").map_elements(peak, return_dtype=pl.Float64) if peak_tflops is None else pl.lit(peak_tflops)
     return rows.with_columns(
         warmup_x=pl.lit(warmup, pl.Float64),
