@@ -10,7 +10,17 @@ import typer
 
 from ..render.tables import Format
 from .app import app, emit, friendly, stderr
-from .options import OUTPUTS_DEFAULT, Declared, L2Mode, LedgerOption, Outputs, PluginOption, _items
+from .options import (
+    OUTPUTS_DEFAULT,
+    Declared,
+    L2Mode,
+    LedgerOption,
+    Outputs,
+    PluginOption,
+    PrepareJobsOption,
+    SettleOption,
+    _items,
+)
 
 capture_app = typer.Typer(help="Run Nsight Systems captures on a GPU.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(capture_app, name="capture")
@@ -54,13 +64,7 @@ def capture_sweep(
     rounds: Annotated[int, typer.Option(help="Rounds; the order of implementations is shuffled anew each round.")] = 3,
     iters: Annotated[int, typer.Option(help="Calls per implementation per round.")] = 100,
     warmup: Annotated[int, typer.Option(help="Untraced warm-up calls per implementation.")] = 20,
-    settle: Annotated[
-        float,
-        typer.Option(
-            help="Seconds of untraced calls after the warm-up, so that compute-bound work is traced at the clock "
-            "its power draw settles to (matmul: 10)."
-        ),
-    ] = 0.0,
+    settle: SettleOption = 0.0,
     l2: Annotated[L2Mode, typer.Option(help="cold: rotate inputs past twice the L2; warm: reuse one buffer.")] = L2Mode.cold,
     outputs: Annotated[
         Outputs, typer.Option(help="reuse: one output buffer per shape for every implementation; rotate: cold outputs.")
@@ -75,13 +79,7 @@ def capture_sweep(
     commit: Annotated[Optional[str], typer.Option(help="Commit to record when the tree is not a git checkout.")] = None,
     ledger: LedgerOption = None,
     seed: Annotated[int, typer.Option(help="Seeds the inputs and each round's order (recorded in manifest.json).")] = 0,
-    prepare_jobs: Annotated[
-        int,
-        typer.Option(
-            help="Build and check every shape's implementations in this many parallel processes before the "
-            "captures, so each capture's setup finds its kernels compiled (0: compile inside each capture)."
-        ),
-    ] = 0,
+    prepare_jobs: PrepareJobsOption = 0,
 ) -> None:
     """Profile implementations across shapes in one session, one Nsight Systems capture per shape.
 
@@ -113,7 +111,7 @@ def capture_sweep(
         keep_rep=keep_rep,
         argv=_command_line(),
         commit=commit,
-        prepare_jobs=max(0, prepare_jobs),
+        prepare_jobs=prepare_jobs,
     )
     manifest = _run_with_progress(runner, spec.shapes)
     failed = [s for s, e in manifest.units.items() if e.status != "ok"]

@@ -141,6 +141,21 @@ class L2Mode(str, Enum):
 PluginOption = Annotated[
     Optional[list[str]], typer.Option("--plugin", help="Op plugin: a .py file or an importable module (repeatable).")
 ]
+SettleOption = Annotated[
+    float,
+    typer.Option(
+        help="Seconds of untraced calls after the warm-up, so that compute-bound work is traced at the clock "
+        "its power draw settles to (matmul: 10)."
+    ),
+]
+PrepareJobsOption = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="Build and check every shape's implementations in this many parallel processes before the "
+        "captures, so each capture's setup finds its kernels compiled (0: compile inside each capture).",
+    ),
+]
 
 
 # The output policies (nsys_tools.convention): one list, one default.
