@@ -503,3 +503,32 @@ def test_views_that_read_the_same_tables_read_them_once(tiny, monkeypatch, name)
         table = views.finalize(view, part.lazy(), keys).collect()
         assert_frame_equal(table, whole(ex, view, by, options))
         assert_frame_equal(table, in_pieces(ex, view, by, options))
+
+
+@pytest.mark.parametrize("name", ["fixture-2025.3", "multi-gpu", "doubled-launch"])
+def test_rules_that_read_every_kernel_read_it_in_pieces_with_the_table_of_the_whole(monkeypatch, name):
+    """``launch_bound``'s counts per device and ``slow_calls``' calls (exact medians) from pieces
+    split by launch: the same tables as from the whole export."""
+    from nsys_tools.rules import launch_bound, slow_calls
+    from nsys_tools.rules.context import Run
+
+    def tables() -> tuple[pl.DataFrame, pl.DataFrame]:
+        return launch_bound.short_kernels(Run([EXPORTS[name]])), slow_calls.rows(Run([EXPORTS[name]]), ratio=1.0)
+
+    expected = tables()
+    assert expected[0]["kernels"].sum() > 0 and expected[1].height > 0
+    pieces = []
+    split = chunked._split
+
+    def counted(*args, **kwargs):
+        for piece in split(*args, **kwargs):
+            pieces.append(piece)
+            yield piece
+
+    monkeypatch.setattr(chunked, "_split", counted)
+    for budget, size in (("WINDOW_ROWS", 100), ("BUCKET_BYTES", 4096), ("SPILL_BYTES", 1024)):
+        monkeypatch.setattr(chunked, budget, size)
+    got = tables()
+    assert len(pieces) > 2
+    assert_frame_equal(got[0].sort("pid", "gpu_id"), expected[0].sort("pid", "gpu_id"))
+    assert_frame_equal(got[1], expected[1])

@@ -38,24 +38,30 @@ def rows(run, *, share: float = 25.0, **options) -> pl.DataFrame:
 
 
 def short_kernels(run) -> pl.DataFrame:
-    """Per rank and device: kernels, and those that ran shorter than their launch call."""
-    from ..read.trace import Trace
+    """Per rank and device: kernels, and those that ran shorter than their launch call; counted
+    a piece of the export at a time (``run.chunked.each_piece``: kernels sharing a launch are in
+    one piece) and summed."""
+    from ..run.chunked import each_piece
 
-    parts = []
-    for ex in run.exports:
-        ops = Trace(ex).gpu_ops(
-            attributed=True,
-            ranges=False,
-            kinds=["kernel"],
-            columns=["pid", "gpu_id", "start_ns", "end_ns", "api_start_ns", "api_end_ns", "global_pid", "correlation_id"],
-        )
-        shared = pl.len().over("global_pid", "correlation_id") > 1
-        shorter = ~shared & ((pl.col("end_ns") - pl.col("start_ns")) < (pl.col("api_end_ns") - pl.col("api_start_ns")))
-        per_line = ops.group_by("pid", "gpu_id").agg(
-            kernels=pl.len(), shorter_than_launch=shorter.sum(), in_shared_launches=shared.sum()
-        )
-        parts.append(per_line.collect())
+    counts = pl.col("kernels", "shorter_than_launch", "in_shared_launches")
+    parts = [
+        pl.concat(each_piece(ex, _short_kernels)).group_by("pid", "gpu_id", maintain_order=True).agg(counts.sum())
+        for ex in run.exports
+    ]
     return pl.concat(parts).with_columns(pl.col("pid").cast(pl.Int64), pl.col("gpu_id").cast(pl.Int64))
+
+
+def _short_kernels(trace) -> pl.LazyFrame:
+    """``short_kernels``' counts of one trace."""
+    ops = trace.gpu_ops(
+        attributed=True,
+        ranges=False,
+        kinds=["kernel"],
+        columns=["pid", "gpu_id", "start_ns", "end_ns", "api_start_ns", "api_end_ns", "global_pid", "correlation_id"],
+    )
+    shared = pl.len().over("global_pid", "correlation_id") > 1
+    shorter = ~shared & ((pl.col("end_ns") - pl.col("start_ns")) < (pl.col("api_end_ns") - pl.col("api_start_ns")))
+    return ops.group_by("pid", "gpu_id").agg(kernels=pl.len(), shorter_than_launch=shorter.sum(), in_shared_launches=shared.sum())
 
 
 def findings(run, table: pl.DataFrame, **options) -> list[Finding]:

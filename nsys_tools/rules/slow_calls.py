@@ -18,18 +18,34 @@ ADVICE = "Look at what ran beside the slow calls (other streams, other processes
 
 
 def rows(run, *, ratio: float = 3.0, **options) -> pl.DataFrame:
-    from ..read.trace import Trace
+    """The slow calls. Each kernel is held as its shape's number, start and time alone (its
+    name and shape once per shape, as text only in the rows kept), read a piece of the export
+    at a time; the medians are exact."""
+    from ..run.chunked import each_piece
 
-    parts = []
+    local, calls = [], []  # each piece's shapes, numbered in it; its kernels by that number
     for ex in run.exports:
-        kernels = Trace(ex).kernels(columns=[*SHAPE, "start_ns", "end_ns"]).collect()
-        parts.append(kernels.with_columns(pl.col(pl.Categorical).cast(pl.String), pl.col("pid").cast(pl.Int64)))
-    kernels = pl.concat(parts, how="diagonal_relaxed").with_columns(ns=pl.col("end_ns") - pl.col("start_ns"))
-    groups = kernels.group_by(SHAPE).agg(calls=pl.len(), median_ns=pl.col("ns").median()).filter(pl.col("calls") >= 3)
-    slow = kernels.join(groups, on=SHAPE).filter(pl.col("ns") > ratio * pl.col("median_ns"))
+        for kernels in each_piece(ex, _timed):
+            shape = kernels.select(SHAPE).unique().with_row_index("_local")
+            calls.append(kernels.join(shape, on=SHAPE, nulls_equal=True).select("_local", "start_ns", "ns", _piece=len(local)))
+            local.append(
+                shape.with_columns(pl.col(pl.Categorical).cast(pl.String), pl.col("pid").cast(pl.Int64), _piece=len(local))
+            )
+    local = pl.concat(local, how="diagonal_relaxed")
+    keys = local.select(SHAPE).unique().with_row_index("_shape")
+    shapes = local.join(keys, on=SHAPE).select("_piece", "_local", "_shape")  # a shape with a null matches none: left out
+    kernels = pl.concat(calls, how="vertical_relaxed").join(shapes, on=["_piece", "_local"]).select("_shape", "start_ns", "ns")
+    groups = kernels.group_by("_shape").agg(calls=pl.len(), median_ns=pl.col("ns").median()).filter(pl.col("calls") >= 3)
+    slow = kernels.join(groups, on="_shape").filter(pl.col("ns") > ratio * pl.col("median_ns")).join(keys, on="_shape")
     return slow.select(
         *SHAPE, "calls", "median_ns", "start_ns", "ns", extra_ns=(pl.col("ns") - pl.col("median_ns")).cast(pl.Int64)
     ).sort("extra_ns", "start_ns", descending=[True, False])
+
+
+def _timed(trace) -> pl.LazyFrame:
+    """Each kernel's shape, start and time."""
+    kernels = trace.kernels(columns=[*SHAPE, "start_ns", "end_ns"])
+    return kernels.select(*SHAPE, "start_ns", ns=pl.col("end_ns") - pl.col("start_ns"))
 
 
 def findings(run, table: pl.DataFrame, **options) -> list[Finding]:

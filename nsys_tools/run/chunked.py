@@ -300,8 +300,17 @@ class _Job:
 def accounting_counts(ex: Export) -> pl.DataFrame:
     """``read.accounted.counts`` of ``ex`` (its operations and launch calls: the export's two
     largest tables), a piece at a time, merged: for a table read another way than in pieces."""
-    traces = [Trace(replace(ex, held={}))] if fits(ex) else _pieces(ex, accounted.counts)
-    return accounted.merge(pl.concat([accounted.counts(trace).collect() for trace in traces]))
+    return accounted.merge(pl.concat(each_piece(ex, accounted.counts)))
+
+
+def each_piece(ex: Export, plan: Callable[[Trace], pl.LazyFrame]) -> Iterator[pl.DataFrame]:
+    """``plan``'s frame of each piece of ``ex`` (split by launch, ``_split``), one piece at a
+    time; of the whole export where it ``fits``. Counts and sums of the pieces' frames merge into
+    the whole export's, as do rows kept per operation: an operation, its launch call and every
+    operation sharing its correlation id are in one piece."""
+    traces = [Trace(replace(ex, held={}))] if fits(ex) else _pieces(ex, plan)
+    for trace in traces:
+        yield plan(trace).collect()
 
 
 def _counts(trace: Trace) -> pl.LazyFrame:
