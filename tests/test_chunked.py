@@ -507,16 +507,20 @@ def test_views_that_read_the_same_tables_read_them_once(tiny, monkeypatch, name)
 
 @pytest.mark.parametrize("name", ["fixture-2025.3", "multi-gpu", "doubled-launch"])
 def test_rules_that_read_every_kernel_read_it_in_pieces_with_the_table_of_the_whole(monkeypatch, name):
-    """``launch_bound``'s counts per device and ``slow_calls``' calls (exact medians) from pieces
-    split by launch: the same tables as from the whole export."""
-    from nsys_tools.rules import launch_bound, slow_calls
+    """``launch_bound``'s counts per device, ``slow_calls``' calls (exact medians; every call above
+    its median here) and the kernel that grew most in two steps (``slow_steps.top_kernel``) from
+    pieces split by launch: the same as from the whole export."""
+    from nsys_tools.rules import launch_bound, slow_calls, slow_steps
     from nsys_tools.rules.context import Run
 
-    def tables() -> tuple[pl.DataFrame, pl.DataFrame]:
-        return launch_bound.short_kernels(Run([EXPORTS[name]])), slow_calls.rows(Run([EXPORTS[name]]), ratio=1.0)
+    def tables() -> tuple[pl.DataFrame, pl.DataFrame, str | None]:
+        run = Run([EXPORTS[name]])
+        two = run.steps.filter(pl.col("phase") == "steady").sort("pid", "gpu_id", "step").head(2)
+        top = slow_steps.top_kernel(run, two) if two.height else None  # the bundled fixture has no steps
+        return launch_bound.short_kernels(run), slow_calls.rows(run, ratio=1.0), top
 
     expected = tables()
-    assert expected[0]["kernels"].sum() > 0 and expected[1].height > 0
+    assert expected[0]["kernels"].sum() > 0 and expected[1].height > 0 and (expected[2] or name == "fixture-2025.3")
     pieces = []
     split = chunked._split
 
@@ -532,3 +536,4 @@ def test_rules_that_read_every_kernel_read_it_in_pieces_with_the_table_of_the_wh
     assert len(pieces) > 2
     assert_frame_equal(got[0].sort("pid", "gpu_id"), expected[0].sort("pid", "gpu_id"))
     assert_frame_equal(got[1], expected[1])
+    assert got[2] == expected[2]

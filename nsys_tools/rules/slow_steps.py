@@ -125,13 +125,16 @@ def listed(items: list, most: int = 10) -> str:
 
 def top_kernel(run, slow: pl.DataFrame) -> str | None:
     """The kernel whose time in the slow steps grew most over its time in a steady step of the rank."""
-    from ..read.trace import Trace
+    from ..run.chunked import each_piece
+
+    def on_device(trace) -> pl.LazyFrame:  # the device's kernels, a piece of the export at a time
+        kernels = trace.kernels(columns=["pid", "gpu_id", "short_name", "start_ns", "end_ns"])
+        return kernels.filter((pl.col("pid") == slow["pid"][0]) & (pl.col("gpu_id") == slow["gpu_id"][0]))
 
     steps = per_rank(run.steps).filter(pl.col("pid") == slow["pid"][0])
     windows = steps.filter(pl.col("step") > 0).select("step", "phase", a="start_ns", b=pl.col("start_ns") + pl.col("duration_ns"))
     for ex in run.exports:
-        kernels = Trace(ex).kernels(columns=["pid", "gpu_id", "short_name", "start_ns", "end_ns"]).collect()
-        kernels = kernels.filter((pl.col("pid") == slow["pid"][0]) & (pl.col("gpu_id") == slow["gpu_id"][0]))
+        kernels = pl.concat(each_piece(ex, on_device))
         if kernels.is_empty():
             continue
         inside = (
