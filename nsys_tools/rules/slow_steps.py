@@ -60,21 +60,25 @@ def rows(run, **options) -> pl.DataFrame:
     excess = {name: (pl.col(c) - pl.col(f"median_{c}")).round().cast(pl.Int64) for name, (c, _, _) in CAUSES.items()}
     slow = slow.with_columns(**{f"more_{n}_ns": e for n, e in excess.items()})
     grew = pl.concat_list([pl.col(f"more_{n}_ns") for n in CAUSES])
-    return slow.with_columns(
-        extra_ns=(pl.col("duration_ns") - pl.col("median_ns")).cast(pl.Int64),
-        cause=pl.lit(list(CAUSES)).list.get(grew.list.arg_max()),
-    ).select(
-        "pid",
-        "gpu_id",
-        "step",
-        "name",
-        "start_ns",
-        "duration_ns",
-        "median_ns",
-        "extra_ns",
-        "cause",
-        *(f"more_{n}_ns" for n in CAUSES),
-    ).sort("pid", "gpu_id", "step")  # the join above keeps no order
+    return (
+        slow.with_columns(
+            extra_ns=(pl.col("duration_ns") - pl.col("median_ns")).cast(pl.Int64),
+            cause=pl.lit(list(CAUSES)).list.get(grew.list.arg_max()),
+        )
+        .select(
+            "pid",
+            "gpu_id",
+            "step",
+            "name",
+            "start_ns",
+            "duration_ns",
+            "median_ns",
+            "extra_ns",
+            "cause",
+            *(f"more_{n}_ns" for n in CAUSES),
+        )
+        .sort("pid", "gpu_id", "step")
+    )  # the join above keeps no order
 
 
 def findings(run, table: pl.DataFrame, **options) -> list[Finding]:
