@@ -27,7 +27,6 @@ LAYERNORM = FIXTURES / "layernorm-3impl" / "layernorm-3impl-nsys2025.3.sqlite"
 MULTI = FIXTURES / "multi-gpu" / "multi-gpu-nsys2025.3.sqlite"
 FRAMES = ("kernels", "memops", "api", "ranges", "gpu_ops", "gpus", "devices", "processes")
 EVENTS = ("kernels", "memops", "api", "ranges", "gpu_ops")
-LIMIT_S = 0.050
 
 
 @pytest.fixture(scope="session")
@@ -50,27 +49,27 @@ def _fastest(call, tries: int = 5) -> tuple[float, object]:
 
 
 @pytest.mark.slow
-def test_open_and_every_frame_method_return_lazyframes_at_once(big):
-    warm = nsys_tools.open(LAYERNORM)  # imports (the SQLite driver, Polars) are paid here, not below
+def test_open_and_every_frame_method_return_lazyframes_at_once(big, monkeypatch):
+    """Opening an export and asking for any frame or view reads no rows: every query runs at
+    collect(). (Counted, not timed: a timing would say the same only on an idle machine.)"""
+    from nsys_tools.read.export import Export
+
+    queries = []
+    for method in ("_read_sql", "_read_sqlite"):
+        real = getattr(Export, method)
+        monkeypatch.setattr(Export, method, lambda self, sql, real=real: queries.append(sql) or real(self, sql))
     for name in FRAMES:
-        getattr(warm, name)()
-    warm.view("kernels")
-    took = {}
-    took["open"], _ = _fastest(lambda: nsys_tools.open(big))
-    for name in FRAMES:
-        took[name], frame = _fastest(lambda name=name: getattr(nsys_tools.open(big), name)())
-        assert isinstance(frame, pl.LazyFrame), name
+        assert isinstance(getattr(nsys_tools.open(big), name)(), pl.LazyFrame), name
     for view in views.NAMES:
-        took[f"view {view}"], frame = _fastest(lambda view=view: nsys_tools.open(big).view(view))
-        assert isinstance(frame, pl.LazyFrame), view
-    slow = {k: round(v * 1000, 1) for k, v in took.items() if v > LIMIT_S}
-    assert not slow, f"over {LIMIT_S * 1000:.0f} ms: {slow} (ms)"
+        assert isinstance(nsys_tools.open(big).view(view), pl.LazyFrame), view
+    assert queries == []
     # The work happens at collect(), once: every kernel is there, and a second collect is a lookup.
     trace = nsys_tools.open(big)
     kernels = trace.kernels()
     t0 = time.perf_counter()
     assert kernels.select(pl.len()).collect().item() == 300_228
     first = time.perf_counter() - t0
+    assert queries  # the counting sees the reads that collect() makes
     again, _ = _fastest(lambda: kernels.select(pl.len()).collect(), tries=1)
     assert again < first / 5
 
