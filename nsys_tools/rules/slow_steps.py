@@ -77,8 +77,8 @@ def rows(run, **options) -> pl.DataFrame:
             "cause",
             *(f"more_{n}_ns" for n in CAUSES),
         )
-        .sort("pid", "gpu_id", "step")
-    )  # the join above keeps no order
+        .sort("pid", "gpu_id", "step")  # the join above keeps no order
+    )
 
 
 def findings(run, table: pl.DataFrame, **options) -> list[Finding]:

@@ -138,6 +138,20 @@ def near(calls: pl.DataFrame, passed: Passed, first: int, last: int) -> tuple[pl
     return pl.concat([before, calls.slice(lo, hi - lo)]), Passed(lo, before)
 
 
+def slice_gaps(
+    ops: pl.DataFrame, held: pl.DataFrame | None, calls: pl.DataFrame, passed: Passed, line: list[str]
+) -> tuple[pl.LazyFrame, pl.DataFrame, Passed]:
+    """A slice's gaps, classified: found among its operations and the one holding each timeline
+    busy from the slices before (``held``, ``gaps.holding``), which closes the slice's first gap.
+    Returns the gaps, those operations (the next ``held`` comes from them) and the calls passed
+    (``near``)."""
+    both = ops if held is None else pl.concat([held, ops], how="vertical_relaxed")
+    # A gap ends where an operation starts: its probe (a nanosecond before) is within these.
+    first, last = both.select(first=pl.col("start_ns").min() - 1, last=pl.col("start_ns").max()).row(0)
+    seen, passed = (calls.clear(), passed) if first is None else near(calls, passed, first, last)
+    return classify(gaps_of(both.lazy(), line), seen), both, passed
+
+
 def classify(gaps: pl.LazyFrame, calls: pl.DataFrame) -> pl.LazyFrame:
     """Each gap's cause, with the blocking call in flight on the next operation's launching
     thread (the last to start before the gap ended, if it covers half the gap or more);
@@ -193,14 +207,10 @@ def gaps_of(ops: pl.LazyFrame, line: list[str]) -> pl.LazyFrame:
 def window(ops: pl.DataFrame, keys: Sequence[str], state: IdleFold, *, longest: int = 0) -> IdleFold:
     """One slice of the operations, after the previous slices': its gaps, classified, as totals
     per cause (or its ``longest`` gaps per timeline), added to ``state`` (``start``)."""
-    found, held, calls, passed = state.found, state.held, state.calls, state.passed
+    found, calls = state.found, state.calls
     line = timeline(keys)
     ops = ops.with_columns(pl.col(pl.Categorical).cast(pl.String))
-    both = ops if held is None else pl.concat([held, ops], how="vertical_relaxed")
-    # A gap ends where an operation starts: its probe (a nanosecond before) is within these.
-    first, last = both.select(first=pl.col("start_ns").min() - 1, last=pl.col("start_ns").max()).row(0)
-    seen, passed = (calls.clear(), passed) if first is None else near(calls, passed, first, last)
-    gaps = classify(gaps_of(both.lazy(), line), seen)
+    gaps, both, passed = slice_gaps(ops, state.held, calls, state.passed, line)
     if longest:
         part = gaps.sort("gap_ns", "gap_start_ns", descending=[True, False]).group_by(line, maintain_order=True).head(longest)
         part = part.select(*line, *LISTED, listed=pl.lit(longest, pl.Int64))

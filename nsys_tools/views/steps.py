@@ -58,7 +58,7 @@ from . import View
 from . import utilization as U
 from .contract import Fold, OptionError, option
 from .gaps import holding
-from .idle import BLOCKING_LIKE, CALL, Passed, blocking, classify, gaps_of, near
+from .idle import BLOCKING_LIKE, CALL, Passed, blocking, slice_gaps
 
 VIEW = View(
     "steps",
@@ -305,6 +305,11 @@ class StepsFold(Fold):
     options: dict = field(default_factory=dict)
 
 
+def _fold(calls: pl.DataFrame) -> StepsFold:
+    """A fold with nothing folded yet, the blocking calls ``calls`` (in order of start) none passed."""
+    return StepsFold(calls=calls, passed=Passed(0, calls.clear()))
+
+
 def _sides(sides: list) -> pl.DataFrame:
     return pl.concat(sides, how="vertical_relaxed") if sides else pl.DataFrame(schema=SIDE)
 
@@ -314,7 +319,7 @@ def start(sides: list, keys: Sequence[str]) -> StepsFold:
     (none where they come from kernels: the operations are then kept), the blocking calls."""
     side = _sides(sides)
     calls = side.filter(pl.col("side") == "call").select(*CALL).sort("call_start_ns", "global_tid", "call_end_ns", "call")
-    state = StepsFold(calls=calls, passed=Passed(0, calls.clear()))
+    state = _fold(calls)
     if (side["side"] == "kernels").any():
         state.kept = []
     else:
@@ -381,15 +386,7 @@ def window(
     for level, column in enumerate(("l0", "l1", "l2")):
         pieces = U.union_pieces(lazy, LINE, level, None if carried is None else carried.lazy())
         parts.append(clip(pieces, windows, ["gpu_id"]).with_columns(what=pl.lit(column)))
-    ends = pl.concat([lazy.filter(U.in_level(level)).with_columns(level=pl.lit(level, pl.Int8)) for level in range(3)])
-    ends = ends.group_by(*LINE, "level").agg(carry_ns=pl.col("end_ns").max())
-    if carried is not None:
-        ends = pl.concat([carried.lazy(), ends]).group_by(*LINE, "level").agg(pl.col("carry_ns").max())
-    # The operation holding each device busy closes the slice's first gap (``gaps``).
-    both = ops if holder is None else pl.concat([holder, ops], how="vertical_relaxed")
-    first, last = both.select(first=pl.col("start_ns").min() - 1, last=pl.col("start_ns").max()).row(0)
-    calls, passed = near(state.calls, state.passed, first, last)
-    gaps = classify(gaps_of(both.lazy(), LINE), calls)
+    gaps, both, passed = slice_gaps(ops, holder, state.calls, state.passed, LINE)
     gaps = gaps.select("pid", "gpu_id", lo="gap_start_ns", hi="gap_end_ns", what=pl.lit("idle_") + pl.col("cause") + "_ns")
     parts.append(clip(gaps, windows, ["gpu_id", "what"]))
     grouped = pl.concat(parts, how="diagonal_relaxed").group_by("w", "gpu_id", "what")
@@ -397,7 +394,7 @@ def window(
     seen = ops.group_by("pid", "gpu_id", "gpu_name").agg(t=pl.min_horizontal("start_ns", "api_start_ns").min())
     seen = seen if state.seen is None else pl.concat([state.seen, seen])
     state.seen = seen.group_by("pid", "gpu_id", "gpu_name").agg(pl.col("t").min())
-    state.held, state.passed = (holding(both, LINE), ends.collect()), passed
+    state.held, state.passed = (holding(both, LINE), U.union_ends(lazy, LINE, carried, 3)), passed
     return state
 
 
@@ -411,7 +408,7 @@ def close(state: StepsFold, sides: list, keys: Sequence[str]) -> pl.LazyFrame:
         bounds = side.filter(pl.col("side") == "window").select("pid", lo="a", hi="b")
         if steps is not None and bounds.height:
             steps = inside(steps, bounds)
-        fresh = StepsFold(calls=state.calls, passed=Passed(0, state.calls.clear()))
+        fresh = _fold(state.calls)
         fresh.windows = None if steps is None else windows_of(steps, bounds.height > 0)
         state = window(ops, keys, fresh, **state.options)
     if state.seen is None or state.windows is None or state.windows.is_empty():

@@ -157,11 +157,17 @@ def window(ops: pl.DataFrame, keys: Sequence[str], state: Fold, *, bin_ns: int =
     busy = pieces.group_by(*line, "start_ns", "level").agg(pl.col("busy_ns").sum())
     part = pl.concat([busy, span.with_columns(bin_ns=pl.lit(bin_ns, pl.Int64))], how="diagonal_relaxed")
     found.append(part.collect())
-    ends = pl.concat([lazy.filter(in_level(level)).with_columns(level=pl.lit(level, pl.Int8)) for level in range(LEVELS)])
+    return Fold(found, union_ends(lazy, line, carried, LEVELS))
+
+
+def union_ends(ops: pl.LazyFrame, line: list[str], carried: pl.DataFrame | None, levels: int) -> pl.DataFrame:
+    """Where each timeline's union at each of the first ``levels`` levels ends after a slice's
+    ``ops`` and the slices before it (``carried``): the ``carried`` of ``union_pieces``."""
+    ends = pl.concat([ops.filter(in_level(level)).with_columns(level=pl.lit(level, pl.Int8)) for level in range(levels)])
     ends = ends.group_by(*line, "level").agg(carry_ns=pl.col("end_ns").max())
     if carried is not None:
         ends = pl.concat([carried.lazy(), ends]).group_by(*line, "level").agg(pl.col("carry_ns").max())
-    return Fold(found, ends.collect())
+    return ends.collect()
 
 
 def split(ops: pl.LazyFrame, keys: Sequence[str]) -> tuple[pl.LazyFrame, None]:
