@@ -160,16 +160,23 @@ def plan(args: argparse.Namespace) -> tuple[Op, str, list[Impl]]:
     return op, op.canonical(args.shape), registry.impls(op, args.impls)
 
 
+def _seeded(args: argparse.Namespace):
+    """``plan``'s op, shape text and implementations, the shape, and the GPU's properties, with
+    torch's generator seeded from ``--seed`` (the inputs are drawn next)."""
+    import torch
+
+    op, shape_text, impls = plan(args)
+    torch.manual_seed(args.seed)
+    return op, shape_text, op.parse_shape(shape_text), impls, torch.cuda.get_device_properties(torch.device("cuda"))
+
+
 def prepare_only(args: argparse.Namespace) -> dict:
     """Setup alone on one buffer set (no warm-up, no trace): builds and checks every
     implementation, so that a capture of the same shape finds its kernels compiled."""
     import torch
 
     t0 = time.perf_counter()
-    op, shape_text, impls = plan(args)
-    shape = op.parse_shape(shape_text)
-    torch.manual_seed(args.seed)
-    props = torch.cuda.get_device_properties(torch.device("cuda"))
+    op, shape_text, shape, impls, props = _seeded(args)
     sets = make_sets(op, shape, "cuda", props.L2_cache_size, "warm", args.outputs)  # warm: one set
     launchers, checks, errors, unsupported = prepare(op, impls, sets, torch.cuda.synchronize)
     return {
@@ -185,11 +192,7 @@ def run(args: argparse.Namespace) -> dict:
     import torch
 
     t0 = time.perf_counter()
-    op, shape_text, impls = plan(args)
-    shape = op.parse_shape(shape_text)
-    torch.manual_seed(args.seed)
-    dev = torch.device("cuda")
-    props = torch.cuda.get_device_properties(dev)
+    op, shape_text, shape, impls, props = _seeded(args)
     l2 = props.L2_cache_size
     sets = make_sets(op, shape, "cuda", l2, args.l2, args.outputs)
     launchers, checks, errors, unsupported = setup(op, impls, sets, torch.cuda.synchronize)
